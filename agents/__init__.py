@@ -1,0 +1,1 @@
+"""Stream logic: the agents of the payment aggregation pipeline (see agents.payments)."""

@@ -1,0 +1,66 @@
+"""The pipeline's decisions as pure functions: dedup verdicts and aggregation.
+
+No Kafka, no Faust state: the agents call these, the unit tests test them, and
+``reconcile`` uses them to recompute what the outputs must be.
+"""
+from __future__ import annotations
+
+import math
+from enum import Enum
+from typing import Optional
+
+from agents.models import MerchantTotal, Payment, SeenEvent, WindowTotal
+
+
+class Verdict(str, Enum):
+    NEW = "new"  # first time this event_id is seen: count it
+    DUPLICATE = "duplicate"  # same event_id, same content: an upstream retry, drop it
+    CONFLICT = "conflict"  # same event_id, different content: report it
+
+
+def seen_entry(payment: Payment, now: float) -> SeenEvent:
+    """What the dedup table remembers of a counted event."""
+    return SeenEvent(fingerprint=payment.fingerprint(), first_seen=now)
+
+
+def dedup_verdict(seen: Optional[SeenEvent], payment: Payment, now: float, retention_s: float) -> Verdict:
+    """Classify ``payment`` against what the dedup table holds for its event_id."""
+    if seen is None or now - seen.first_seen > retention_s:
+        return Verdict.NEW
+    if seen.fingerprint == payment.fingerprint():
+        return Verdict.DUPLICATE
+    return Verdict.CONFLICT
+
+
+def add_to_total(total: Optional[MerchantTotal], payment: Payment) -> MerchantTotal:
+    """The merchant's running total after ``payment``."""
+    count, amount = (total.count, total.amount_cents) if total else (0, 0)
+    return MerchantTotal(
+        merchant_id=payment.merchant_id,
+        count=count + 1,
+        amount_cents=amount + payment.amount_cents,
+        event_id=payment.event_id,
+    )
+
+
+def window_start(ts: float, size_s: int) -> float:
+    """Start of the tumbling window of ``size_s`` seconds that holds ``ts``."""
+    return math.floor(ts / size_s) * size_s
+
+
+def window_key(merchant_id: str, start: float) -> str:
+    return f"{merchant_id}@{start:.0f}"
+
+
+def add_to_window(window: Optional[WindowTotal], payment: Payment, size_s: int) -> WindowTotal:
+    """The merchant's window total after ``payment``."""
+    start = window_start(payment.ts, size_s)
+    count, amount = (window.count, window.amount_cents) if window else (0, 0)
+    return WindowTotal(
+        merchant_id=payment.merchant_id,
+        window_start=start,
+        window_end=start + size_s,
+        count=count + 1,
+        amount_cents=amount + payment.amount_cents,
+        event_id=payment.event_id,
+    )

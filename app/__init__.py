@@ -1,0 +1,32 @@
+"""The faust-eos Faust app: ``faust -A app worker`` starts a worker.
+
+Builds the :class:`faust.App` from :mod:`config`, then imports the tables,
+agents, web views and commands that register themselves on it.
+"""
+from __future__ import annotations
+
+import faust
+
+from app import eos  # noqa: F401  registers the eos:// transport
+from config import settings
+
+settings.data_dir.mkdir(parents=True, exist_ok=True)
+app = faust.App(
+    settings.app_id,
+    broker=f"eos://{settings.bootstrap_servers}" if settings.exactly_once else f"kafka://{settings.bootstrap_servers}",
+    processing_guarantee=settings.processing_guarantee,
+    broker_commit_interval=settings.commit_interval_ms / 1000,
+    store="rocksdb://",
+    datadir=str(settings.data_dir),
+    topic_partitions=settings.partitions,
+    topic_replication_factor=1,
+    topic_disable_leader=True,
+    broker_session_timeout=settings.session_timeout_s,
+    broker_heartbeat_interval=max(settings.session_timeout_s / 10, 0.5),
+    web_port=settings.web_port,
+    web_host="localhost",
+)
+
+import tables  # noqa: E402,F401
+import agents.payments  # noqa: E402,F401
+from app import commands  # noqa: E402,F401

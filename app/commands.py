@@ -1,0 +1,51 @@
+"""Operational commands: ``faust -A app <command>``."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from faust.cli import option
+
+from app import app
+from config import settings
+from tools import loadgen
+from tools.reconcile import reconcile_until_settled, summary
+
+
+@app.command(
+    option("--count", default=10_000, show_default=True, help="Records to produce (duplicates and bad ones included)."),
+    option("--rate", default=0.0, show_default=True, help="Records per second; 0 = as fast as possible."),
+    option("--seed", default=1, show_default=True, help="Same seed, same events."),
+    option("--merchants", default=20, show_default=True),
+    option("--customers", default=1_000, show_default=True),
+    option("--duplicate-rate", default=0.05, show_default=True, help="Share of records re-sending an earlier event."),
+    option("--bad-rate", default=0.02, show_default=True, help="Share of records that must be dead-lettered."),
+)
+async def produce(self, count: int, rate: float, seed: int, merchants: int, customers: int,
+                  duplicate_rate: float, bad_rate: float) -> None:
+    """Produce payment events to the input topic."""
+    try:
+        spec = loadgen.LoadSpec(count=count, rate=rate, seed=seed, merchants=merchants, customers=customers,
+                                duplicate_rate=duplicate_rate, bad_rate=bad_rate)
+    except ValueError as exc:
+        raise click.UsageError(str(exc))
+    result = loadgen.produce(spec, settings)
+    self.say(f"produced {result.produced:,} records in {result.elapsed_s:.1f} s ({result.rate:,.0f}/s): "
+             + ", ".join(f"{kind} {n:,}" for kind, n in result.by_kind.most_common()))
+
+
+@app.command(
+    option("--wait", default=0.0, show_default=True, help="Re-check for up to this many seconds while outputs catch up."),
+    option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Write the full report here."),
+)
+async def reconcile(self, wait: float, json_path: str | None) -> None:
+    """Check the outputs against a recomputation from the input; exit 1 on any mismatch."""
+    report = reconcile_until_settled(settings, wait)
+    self.say(summary(report))
+    if json_path:
+        Path(json_path).write_text(json.dumps(report, indent=2))
+        self.say(f"report written to {json_path}")
+    if not report["ok"]:
+        sys.exit(1)

@@ -1,0 +1,109 @@
+"""Records waiting for the transaction of the input partition they came from.
+
+Under exactly-once, nothing an event causes (output records, table changelog
+writes) reaches Kafka before the event is fully processed: it is staged here,
+tagged with the event's topic-partition and offset. A commit of input
+partition ``tp`` up to offset ``n`` then takes exactly the records caused by
+offsets below ``n``, so the transaction that commits those offsets holds all
+of their effects and nothing else.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from typing import Callable, Deque, Iterable, NamedTuple, Optional, Sequence
+
+from aiokafka.structs import RecordMetadata
+
+
+class Source(NamedTuple):
+    """Input topic-partition and offset of the event that caused a record."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+class SourceTP(NamedTuple):
+    topic: str
+    partition: int
+
+
+@dataclass
+class StagedRecord:
+    """One record to produce inside its source partition's transaction."""
+
+    topic: str
+    key: Optional[bytes]
+    value: Optional[bytes]
+    partition: Optional[int]
+    timestamp_ms: Optional[int]
+    headers: Optional[Sequence[tuple[str, bytes]]]
+    source_offset: int
+    #: called on the event loop once the transaction holding the record commits
+    on_committed: Callable[[RecordMetadata], None] = field(repr=False, default=lambda md: None)
+    #: called on the event loop if the record will never be committed
+    on_discarded: Callable[[BaseException], None] = field(repr=False, default=lambda exc: None)
+
+
+def future_callbacks(
+    future: asyncio.Future,
+) -> tuple[Callable[[RecordMetadata], None], Callable[[BaseException], None]]:
+    """Callbacks that settle ``future`` when its record commits or is discarded."""
+
+    def committed(metadata: RecordMetadata) -> None:
+        if not future.done():
+            future.set_result(metadata)
+
+    def discarded(exc: BaseException) -> None:
+        if not future.done():
+            future.set_exception(exc)
+
+    return committed, discarded
+
+
+class Staging:
+    """Staged records per source partition, in the order they were sent."""
+
+    def __init__(self) -> None:
+        self._by_tp: defaultdict[SourceTP, Deque[StagedRecord]] = defaultdict(deque)
+
+    def add(self, source: Source, record: StagedRecord) -> None:
+        self._by_tp[SourceTP(source.topic, source.partition)].append(record)
+
+    def take(self, tp: SourceTP, up_to_offset: int) -> list[StagedRecord]:
+        """Remove and return the records caused by offsets below ``up_to_offset``."""
+        queue = self._by_tp.get(tp)
+        taken: list[StagedRecord] = []
+        # records of one partition arrive in offset order, except that a
+        # later event's record can precede a slower, earlier one: scan all
+        if queue:
+            kept: Deque[StagedRecord] = deque()
+            for record in queue:
+                (taken if record.source_offset < up_to_offset else kept).append(record)
+            self._by_tp[tp] = kept
+        return taken
+
+    def put_back(self, tp: SourceTP, records: Iterable[StagedRecord]) -> None:
+        """Return records taken for a transaction that did not commit."""
+        queue = self._by_tp[tp]
+        queue.extendleft(reversed(list(records)))
+
+    def discard(self, tps: Iterable[SourceTP], reason: BaseException) -> set[SourceTP]:
+        """Drop every record of ``tps``; return those that had any."""
+        dropped: set[SourceTP] = set()
+        for tp in tps:
+            queue = self._by_tp.pop(tp, None)
+            if queue:
+                dropped.add(tp)
+                for record in queue:
+                    record.on_discarded(reason)
+        return dropped
+
+    def pending(self) -> set[SourceTP]:
+        """Source partitions that have staged records."""
+        return {tp for tp, queue in self._by_tp.items() if queue}
+
+    def __len__(self) -> int:
+        return sum(len(queue) for queue in self._by_tp.values())

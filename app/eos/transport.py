@@ -1,0 +1,307 @@
+"""Exactly-once for Faust: the transport that replaces Faust's own transaction handling.
+
+Faust keeps doing what it does well (consuming, streams, tables, recovery with
+``read_committed`` readers); this module changes three things:
+
+* **Sends** made while an agent processes an event are not produced at once:
+  they are staged with the event's partition and offset (:mod:`app.eos.staging`).
+  Table changelog writes go the same way.
+* **Commits** run one transaction per input partition
+  (:class:`app.eos.transaction.PartitionTransaction`): the staged records of
+  the events being committed, then their offsets.
+* **Ownership**: a partition's producer is initialised when the partition is
+  assigned, before its offsets are read and its tables restored, which fences
+  the previous owner. Before giving partitions up in a rebalance the worker
+  finishes the events it holds and commits them, so the next owner starts
+  exactly where this one stopped.
+
+Local table state that may hold effects of transactions that never committed
+(after a crash, a fence or an abort) is wiped and restored from the changelog.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Awaitable, Iterable, Mapping, Optional, Set
+
+from faust.streams import current_event
+from faust.transport.consumer import TransactionManager as FaustTransactionManager
+from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types import TP
+from faust.types.tuples import FutureMessage, RecordMetadata
+
+from config import settings
+from app.eos.staging import Source, SourceTP, StagedRecord, Staging, future_callbacks
+from app.eos.transaction import PartitionTransaction, ProducerFenced, TransactionFailed, group_metadata
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_MARKER = ".eos-clean-shutdown"
+
+
+class SendOutsideEvent(RuntimeError):
+    """A record was sent under exactly-once with no input event to commit it with."""
+
+
+class PartitionLost(Exception):
+    """The records of a partition this worker no longer owns were dropped."""
+
+
+class TransactionManager(FaustTransactionManager):
+    """Stages sends by source event and commits them per input partition."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.staging = Staging()
+        self._transactions: dict[SourceTP, PartitionTransaction] = {}
+        self._uncommitted: dict[SourceTP, int] = {}  # offsets whose commit failed, to retry
+        self._dirty: set[int] = set()  # table partitions holding uncommitted effects
+        self._group: Any = None
+        self._threads = ThreadPoolExecutor(max_workers=8, thread_name_prefix="eos-commit")
+
+    # -- lifecycle -----------------------------------------------------------
+    async def on_start(self) -> None:
+        wipe_tables_after_unclean_stop(Path(self.app.conf.tabledir))
+        self._group = await self._in_thread(group_metadata, self._bootstrap_servers(), self.app.conf.id)
+
+    async def on_stop(self) -> None:
+        await super().on_stop()
+        for transaction in self._transactions.values():
+            transaction.close()
+        self._transactions.clear()
+        self._threads.shutdown(wait=False)
+
+    def stopped_cleanly(self) -> bool:
+        """True if every staged record was committed and no local state is dirty."""
+        return not len(self.staging) and not self._uncommitted and not self._dirty
+
+    # -- sends -----------------------------------------------------------------
+    async def send(
+        self,
+        topic: str,
+        key: Optional[bytes],
+        value: Optional[bytes],
+        partition: Optional[int],
+        timestamp: Optional[float],
+        headers: Any,
+        *,
+        transactional_id: Optional[str] = None,
+    ) -> Awaitable[RecordMetadata]:
+        """Stage a record; the returned future resolves when its transaction commits."""
+        future: asyncio.Future = self.loop.create_future()
+        committed, discarded = future_callbacks(future)
+        self.stage(topic, key, value, partition, timestamp, headers, committed, discarded)
+        return future
+
+    async def send_and_wait(self, *args: Any, **kwargs: Any) -> RecordMetadata:
+        raise SendOutsideEvent(
+            "send_and_wait() would wait for a commit that waits for this event: "
+            "use send() under exactly_once"
+        )
+
+    def stage_future_message(self, fut: FutureMessage) -> None:
+        """Stage a record from ``Topic.send_soon`` (e.g. a table changelog write)."""
+        message = fut.message
+
+        def committed(metadata: RecordMetadata) -> None:
+            if not fut.done():
+                fut.set_result(metadata)
+                if message.callback:
+                    message.callback(fut)
+
+        def discarded(exc: BaseException) -> None:
+            if not fut.done():
+                fut.set_exception(exc)
+
+        self.stage(
+            message.channel.get_topic_name(),
+            message.key,
+            message.value,
+            message.partition,
+            message.timestamp,
+            message.headers,
+            committed,
+            discarded,
+        )
+
+    def stage(self, topic, key, value, partition, timestamp, headers, committed, discarded) -> None:
+        event = current_event()
+        if event is None:
+            raise SendOutsideEvent(
+                f"a record for {topic!r} was sent outside any stream event (a timer, a web "
+                "view or a windowed-table expiry): under exactly_once every record must be "
+                "sent by an agent while it processes an event, so it commits with that event"
+            )
+        source = Source(event.message.topic, event.message.partition, event.message.offset)
+        if isinstance(headers, Mapping):
+            headers = list(headers.items())
+        self.staging.add(
+            source,
+            StagedRecord(
+                topic=topic,
+                key=key,
+                value=value,
+                partition=partition,
+                timestamp_ms=int(timestamp * 1000) if timestamp else None,
+                headers=headers or None,
+                source_offset=source.offset,
+                on_committed=committed,
+                on_discarded=discarded,
+            ),
+        )
+
+    async def flush(self) -> None:
+        """Nothing to flush: records leave only inside commits."""
+
+    # -- commits ---------------------------------------------------------------
+    async def commit(self, offsets: Mapping[TP, int], start_new_transaction: bool = True) -> bool:
+        """Commit ``offsets`` (next offset to read, per input partition) with their records."""
+        wanted = dict(self._uncommitted)
+        for tp, offset in offsets.items():
+            source_tp = SourceTP(tp.topic, tp.partition)
+            wanted[source_tp] = max(offset, wanted.get(source_tp, offset))
+        results = await asyncio.gather(*(self._commit_partition(tp, offset) for tp, offset in wanted.items()))
+        return all(results)
+
+    async def _commit_partition(self, tp: SourceTP, offset: int) -> bool:
+        transaction = self._transactions.get(tp)
+        if transaction is None:
+            self._lose(tp, f"no producer for {tp.topic}[{tp.partition}]: partition not owned")
+            return False
+        records = self.staging.take(tp, offset)
+        try:
+            metadata = await self._in_thread(transaction.commit, records, offset)
+        except ProducerFenced as exc:
+            log.warning("Fenced: %s; another worker owns %s[%d] now", exc, tp.topic, tp.partition)
+            self.staging.put_back(tp, records)
+            self._transactions.pop(tp, None)
+            self._lose(tp, str(exc))
+            return False
+        except TransactionFailed as exc:
+            log.warning("Commit of %s[%d] up to %d failed, will retry: %s", tp.topic, tp.partition, offset, exc)
+            self.staging.put_back(tp, records)
+            self._uncommitted[tp] = offset
+            return False
+        self._uncommitted.pop(tp, None)
+        for record, md in zip(records, metadata):
+            record.on_committed(md)
+        return True
+
+    def _lose(self, tp: SourceTP, why: str) -> None:
+        if self.staging.discard([tp], PartitionLost(why)):
+            self._dirty.add(tp.partition)
+        self._uncommitted.pop(tp, None)
+
+    # -- ownership -------------------------------------------------------------
+    async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
+        """Faust forgot the revoked partitions' pending offsets: drop their records."""
+        gone = {SourceTP(tp.topic, tp.partition) for tp in revoked}
+        for tp in gone & self.staging.pending():
+            self._lose(tp, f"{tp.topic}[{tp.partition}] revoked before commit")
+
+    async def on_rebalance(self, assigned: Set[TP], revoked: Set[TP], newly_assigned: Set[TP]) -> None:
+        """Close producers of revoked partitions, wipe dirty state, claim new partitions."""
+        for tp in revoked:
+            transaction = self._transactions.pop(SourceTP(tp.topic, tp.partition), None)
+            if transaction is not None:
+                transaction.close()
+        if self._dirty:
+            self._wipe_table_partitions(self._dirty)
+            self._dirty.clear()
+        claim = [
+            SourceTP(tp.topic, tp.partition)
+            for tp in assigned
+            if not self.app.assignor.is_standby(tp)
+            and tp.topic not in self.app.tables.changelog_topics
+            and SourceTP(tp.topic, tp.partition) not in self._transactions
+        ]
+        await asyncio.gather(*(self._claim(tp) for tp in claim))
+
+    async def _claim(self, tp: SourceTP) -> None:
+        conf = self.app.conf
+        transaction = PartitionTransaction(
+            tp, app_id=conf.id, producer_config=self._producer_config(), group=self._group
+        )
+        await self._in_thread(transaction.init)
+        self._transactions[tp] = transaction
+        log.info("Claimed %s (fenced any previous owner)", transaction.transactional_id)
+
+    def _wipe_table_partitions(self, partitions: Iterable[int]) -> None:
+        for table in self.app.tables.values():
+            store = table.data
+            if not hasattr(store, "partition_path"):  # not RocksDB: state is not per partition
+                store.reset_state()
+                continue
+            for partition in partitions:
+                db = store._dbs.pop(partition, None)
+                if db is not None:
+                    db.close()
+                shutil.rmtree(store.partition_path(partition), ignore_errors=True)
+                log.warning("Wiped %s partition %d: it held uncommitted effects", table.name, partition)
+
+    # -- helpers ---------------------------------------------------------------
+    def _bootstrap_servers(self) -> str:
+        return ",".join(f"{url.host}:{url.port or 9092}" for url in self.app.conf.broker)
+
+    def _producer_config(self) -> dict[str, Any]:
+        return {
+            "bootstrap.servers": self._bootstrap_servers(),
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 1,
+            "transaction.timeout.ms": settings.transaction_timeout_ms,
+            "partitioner": "murmur2_random",  # the Java client's partitioner, as Faust uses
+            "retry.backoff.ms": 20,
+        }
+
+    async def _in_thread(self, fn: Any, *args: Any) -> Any:
+        return await self.loop.run_in_executor(self._threads, fn, *args)
+
+
+def wipe_tables_after_unclean_stop(tabledir: Path) -> None:
+    """Delete local table state unless the last worker here stopped cleanly."""
+    marker = tabledir / CLEAN_SHUTDOWN_MARKER
+    if marker.exists():
+        marker.unlink()
+    elif tabledir.exists() and any(tabledir.iterdir()):
+        log.warning("Last stop of this worker was not clean: wiping %s, tables restore from changelogs", tabledir)
+        shutil.rmtree(tabledir)
+
+
+class Consumer(faust_aiokafka.Consumer):
+    """Faust's consumer, committing what it holds before partitions move."""
+
+    async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
+        if self.in_transaction and self.assignment():
+            # finish the events already handed to agents and commit them
+            self.stop_flow()
+            await self.wait_empty()
+        await super().on_partitions_revoked(revoked)
+
+    async def on_stop(self) -> None:
+        await super().on_stop()
+        if self.in_transaction and self.transactions.stopped_cleanly():
+            tabledir = Path(self.app.conf.tabledir)
+            tabledir.mkdir(parents=True, exist_ok=True)
+            (tabledir / CLEAN_SHUTDOWN_MARKER).touch()
+
+
+class Producer(faust_aiokafka.Producer):
+    """Faust's producer; under exactly-once, buffered sends are staged too."""
+
+    def send_soon(self, fut: FutureMessage) -> None:
+        if self.app.in_transaction:
+            self.app.consumer.transactions.stage_future_message(fut)
+        else:
+            super().send_soon(fut)
+
+
+class Transport(faust_aiokafka.Transport):
+    """``eos://host:port``: Kafka through aiokafka, with exactly-once that holds."""
+
+    Consumer = Consumer
+    Producer = Producer
+    TransactionManager = TransactionManager

@@ -1,0 +1,154 @@
+"""Every setting of faust-eos, read from the environment in one place.
+
+Nothing else in the project reads ``os.environ``: import :data:`settings`
+(or call :func:`load`) instead. Each setting has a default that works on a
+laptop with the project's own local broker; a bad value raises
+:class:`ConfigError` with one line naming the variable and the fix.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, TypeVar
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+GUARANTEES = ("exactly_once", "at_least_once")
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A setting has a value faust-eos cannot run with."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """All settings; field docs name the environment variable."""
+
+    # --- Kafka ---------------------------------------------------------
+    bootstrap_servers: str  # KAFKA_BOOTSTRAP_SERVERS (default: local broker)
+    use_local_broker: bool  # True unless KAFKA_BOOTSTRAP_SERVERS is set
+    kafka_version: str  # KAFKA_VERSION: broker release fetched from Maven
+    broker_port: int  # BROKER_PORT: client port of the local broker
+    broker_controller_port: int  # BROKER_CONTROLLER_PORT: KRaft controller port
+    broker_heap: str  # BROKER_HEAP: JVM heap of the local broker, e.g. 1G
+    broker_home: Path  # BROKER_HOME: jars, data and log of the local broker
+    broker_start_timeout_s: float  # BROKER_START_TIMEOUT_S
+
+    # --- pipeline ------------------------------------------------------
+    app_id: str  # APP_ID: Faust app id = consumer group and id prefix
+    processing_guarantee: str  # PROCESSING_GUARANTEE: exactly_once | at_least_once
+    commit_interval_ms: int  # COMMIT_INTERVAL_MS: how often offsets/transactions commit
+    transaction_timeout_ms: int  # TRANSACTION_TIMEOUT_MS
+    partitions: int  # PARTITIONS: of payments, the repartition topic and tables
+    dedup_retention_days: float  # DEDUP_RETENTION_DAYS: how long event_ids are remembered
+    window_seconds: int  # WINDOW_SECONDS: tumbling window size
+    max_amount_cents: int  # MAX_AMOUNT_CENTS: larger amounts are rejected
+    max_event_bytes: int  # MAX_EVENT_BYTES: larger records are rejected
+    data_dir: Path  # DATA_DIR: worker state (RocksDB); one per worker process
+    web_port: int  # WEB_PORT: the worker's HTTP port; one per worker process
+    session_timeout_s: float  # SESSION_TIMEOUT_S: a silent worker leaves the group after this
+
+    topic_prefix: str  # TOPIC_PREFIX: put before every topic name, e.g. "staging-"
+
+    @property
+    def input_topic(self) -> str:
+        return f"{self.topic_prefix}payments"
+
+    @property
+    def by_merchant_topic(self) -> str:
+        return f"{self.topic_prefix}payments-by-merchant"
+
+    @property
+    def totals_topic(self) -> str:
+        return f"{self.topic_prefix}merchant-totals"
+
+    @property
+    def windows_topic(self) -> str:
+        return f"{self.topic_prefix}merchant-windows"
+
+    @property
+    def dlq_topic(self) -> str:
+        return f"{self.topic_prefix}payments-dlq"
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.processing_guarantee == "exactly_once"
+
+    @property
+    def output_topics(self) -> tuple[str, ...]:
+        return (self.by_merchant_topic, self.totals_topic, self.windows_topic, self.dlq_topic)
+
+
+def _read(env: Mapping[str, str], name: str, default: T, parse: Callable[[str], T], hint: str) -> T:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return parse(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}={raw!r} is not valid: {hint}") from None
+
+
+def _positive_int(raw: str) -> int:
+    value = int(raw)
+    if value <= 0:
+        raise ValueError(raw)
+    return value
+
+
+def _positive_float(raw: str) -> float:
+    value = float(raw)
+    if not value > 0:
+        raise ValueError(raw)
+    return value
+
+
+def _guarantee(raw: str) -> str:
+    if raw not in GUARANTEES:
+        raise ValueError(raw)
+    return raw
+
+
+def load(env: Mapping[str, str] | None = None) -> Settings:
+    """Build :class:`Settings` from ``env`` (default: the process environment)."""
+    env = os.environ if env is None else env
+    port = _read(env, "BROKER_PORT", 9092, _positive_int, "a TCP port number, e.g. 9092")
+    external = env.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
+    settings = Settings(
+        bootstrap_servers=external or f"localhost:{port}",
+        use_local_broker=not external,
+        kafka_version=_read(env, "KAFKA_VERSION", "4.4.0", str, "a Kafka release such as 4.4.0 or 3.9.1"),
+        broker_port=port,
+        broker_controller_port=_read(env, "BROKER_CONTROLLER_PORT", port + 1, _positive_int, "a TCP port number"),
+        broker_heap=_read(env, "BROKER_HEAP", "1G", str, "a JVM heap size such as 1G or 768M"),
+        broker_home=_read(env, "BROKER_HOME", REPO_ROOT / ".kafka", lambda s: Path(s).resolve(), "a directory"),
+        broker_start_timeout_s=_read(env, "BROKER_START_TIMEOUT_S", 90.0, _positive_float, "seconds, e.g. 90"),
+        app_id=_read(env, "APP_ID", "faust-eos", str, "a Kafka consumer group id"),
+        processing_guarantee=_read(
+            env, "PROCESSING_GUARANTEE", "exactly_once", _guarantee, "use exactly_once or at_least_once"
+        ),
+        commit_interval_ms=_read(env, "COMMIT_INTERVAL_MS", 100, _positive_int, "milliseconds, e.g. 100"),
+        transaction_timeout_ms=_read(env, "TRANSACTION_TIMEOUT_MS", 60_000, _positive_int, "milliseconds, e.g. 60000"),
+        partitions=_read(env, "PARTITIONS", 6, _positive_int, "a partition count, e.g. 6"),
+        dedup_retention_days=_read(env, "DEDUP_RETENTION_DAYS", 7.0, _positive_float, "days, e.g. 7"),
+        window_seconds=_read(env, "WINDOW_SECONDS", 60, _positive_int, "seconds, e.g. 60"),
+        max_amount_cents=_read(env, "MAX_AMOUNT_CENTS", 100_000_000, _positive_int, "cents, e.g. 100000000"),
+        max_event_bytes=_read(env, "MAX_EVENT_BYTES", 4096, _positive_int, "bytes, e.g. 4096"),
+        data_dir=_read(env, "DATA_DIR", REPO_ROOT / ".data" / "worker", lambda s: Path(s).resolve(), "a directory"),
+        web_port=_read(env, "WEB_PORT", 6066, _positive_int, "a TCP port number, e.g. 6066"),
+        topic_prefix=_read(env, "TOPIC_PREFIX", "", str, "a topic name prefix"),
+        session_timeout_s=_read(env, "SESSION_TIMEOUT_S", 10.0, _positive_float, "seconds, e.g. 10"),
+    )
+    if settings.commit_interval_ms * 3 > settings.transaction_timeout_ms:
+        raise ConfigError(
+            f"COMMIT_INTERVAL_MS={settings.commit_interval_ms} is too close to "
+            f"TRANSACTION_TIMEOUT_MS={settings.transaction_timeout_ms}: keep the commit interval "
+            "at most a third of the transaction timeout"
+        )
+    return settings
+
+
+settings = load()

@@ -1,0 +1,1 @@
+"""Developer tools of faust-eos: the local Kafka broker and friends."""
