@@ -6,6 +6,7 @@ what the pipeline should have done from the input alone).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from enum import Enum
 
@@ -51,7 +52,9 @@ def parse_payment(raw: bytes | None, *, max_bytes: int, max_amount_cents: int) -
         return Rejection(Reason.OVERSIZED, f"{len(raw)} bytes > limit {max_bytes}")
     try:
         data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    # ValueError covers JSONDecodeError, UnicodeDecodeError and int digit limits;
+    # deeply nested arrays/objects raise RecursionError
+    except (ValueError, RecursionError) as exc:
         return Rejection(Reason.NOT_JSON, str(exc))
     if not isinstance(data, dict):
         return Rejection(Reason.NOT_AN_OBJECT, f"got {type(data).__name__}")
@@ -62,6 +65,13 @@ def parse_payment(raw: bytes | None, *, max_bytes: int, max_amount_cents: int) -
         # bool is an int subclass in Python, but never a valid amount or time
         if isinstance(value, bool) or not isinstance(value, types):
             return Rejection(Reason.WRONG_TYPE, f"{name} is {type(value).__name__}")
+    # json accepts NaN, Infinity and ints too big for a float; no time is any of them
+    try:
+        ts = float(data["ts"])
+    except OverflowError:
+        ts = math.inf
+    if not math.isfinite(ts):
+        return Rejection(Reason.WRONG_TYPE, f"ts is {data['ts']!r:.40}, not a finite number")
     for name in ("event_id", "merchant_id", "customer_id"):
         if not data[name].strip():
             return Rejection(Reason.EMPTY_ID, name)
@@ -75,5 +85,5 @@ def parse_payment(raw: bytes | None, *, max_bytes: int, max_amount_cents: int) -
         merchant_id=data["merchant_id"],
         customer_id=data["customer_id"],
         amount_cents=amount,
-        ts=float(data["ts"]),
+        ts=ts,
     )

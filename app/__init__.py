@@ -13,7 +13,7 @@ from config import settings
 settings.data_dir.mkdir(parents=True, exist_ok=True)
 app = faust.App(
     settings.app_id,
-    broker=f"eos://{settings.bootstrap_servers}" if settings.exactly_once else f"kafka://{settings.bootstrap_servers}",
+    broker=f"eos://{settings.bootstrap_servers}",
     processing_guarantee=settings.processing_guarantee,
     broker_commit_interval=settings.commit_interval_ms / 1000,
     store="rocksdb://",
@@ -25,6 +25,7 @@ app = faust.App(
     broker_heartbeat_interval=max(settings.session_timeout_s / 10, 0.5),
     web_port=settings.web_port,
     web_host="localhost",
+    web_bind="localhost",
 )
 
 import tables  # noqa: E402,F401

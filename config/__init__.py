@@ -112,6 +112,11 @@ def _guarantee(raw: str) -> str:
     return raw
 
 
+def child_env(**overrides: str) -> dict[str, str]:
+    """This process's environment plus ``overrides``: for starting workers and tools."""
+    return {**os.environ, **overrides}
+
+
 def load(env: Mapping[str, str] | None = None) -> Settings:
     """Build :class:`Settings` from ``env`` (default: the process environment)."""
     env = os.environ if env is None else env

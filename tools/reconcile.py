@@ -36,6 +36,7 @@ class Rec(NamedTuple):
     key: Optional[bytes]
     value: Optional[bytes]
     headers: dict[str, bytes]
+    timestamp_ms: int = 0
 
 
 def read_committed(settings: Settings, topic: str, timeout_s: float = 60.0) -> list[Rec]:
@@ -67,7 +68,9 @@ def read_committed(settings: Settings, topic: str, timeout_s: float = 60.0) -> l
                     raise RuntimeError(f"reading {topic}: {msg.error().str()}")
                 if msg.partition() in pending:
                     headers = {k: v for k, v in (msg.headers() or [])}
-                    records.append(Rec(msg.partition(), msg.offset(), msg.key(), msg.value(), headers))
+                    records.append(
+                        Rec(msg.partition(), msg.offset(), msg.key(), msg.value(), headers, msg.timestamp()[1])
+                    )
         records.sort(key=lambda r: (r.partition, r.offset))
         return records
     finally:
@@ -82,6 +85,8 @@ class Expectation:
     counted: dict[str, Payment] = field(default_factory=dict)  # event_id -> payment
     duplicates: int = 0
     dead: dict[tuple[int, int], tuple[Reason, Optional[bytes]]] = field(default_factory=dict)
+    #: event_ids seen in more than one input partition: dedup (per partition) cannot catch their repeats
+    split_event_ids: dict[str, set[int]] = field(default_factory=dict)
 
 
 def expect(inputs: Iterable[Rec], settings: Settings) -> Expectation:
@@ -100,6 +105,9 @@ def expect(inputs: Iterable[Rec], settings: Settings) -> Expectation:
         verdict = dedup_verdict(seen[rec.partition].get(result.event_id), result, result.ts, retention_s)
         if verdict is Verdict.NEW:
             seen[rec.partition][result.event_id] = seen_entry(result, result.ts)
+            other_partitions = {p for p in seen if p != rec.partition and result.event_id in seen[p]}
+            if other_partitions:
+                expectation.split_event_ids[result.event_id] = other_partitions | {rec.partition}
             expectation.counted[result.event_id] = result
         elif verdict is Verdict.DUPLICATE:
             expectation.duplicates += 1
@@ -168,6 +176,11 @@ def reconcile(settings: Settings) -> dict[str, Any]:
     started = time.monotonic()
     expectation = expect(read_committed(settings, settings.input_topic), settings)
     problems = Problems()
+    for event_id, partitions in expectation.split_event_ids.items():
+        problems.add(
+            "input: event_id in several partitions",
+            f"{event_id} in partitions {sorted(partitions)}: key payments by customer_id so repeats meet",
+        )
 
     expected_totals: dict[str, tuple[int, int]] = defaultdict(lambda: (0, 0))
     expected_windows: dict[str, tuple[int, int]] = defaultdict(lambda: (0, 0))
@@ -178,7 +191,8 @@ def reconcile(settings: Settings) -> dict[str, Any]:
         count, amount = expected_windows[window]
         expected_windows[window] = (count + 1, amount + payment.amount_cents)
 
-    totals = [json.loads(r.value) for r in read_committed(settings, settings.totals_topic)]
+    total_records = read_committed(settings, settings.totals_topic)
+    totals = [json.loads(r.value) for r in total_records]
     final_totals = check_update_stream(((t["merchant_id"], t) for t in totals), expectation, problems, what="totals")
     compare_finals(final_totals, expected_totals, problems, what="totals")
 
@@ -200,10 +214,17 @@ def reconcile(settings: Settings) -> dict[str, Any]:
         "total_updates": len(totals),
         "window_updates": len(windows),
         "merchants": len(expected_totals),
+        "output_span_s": _span_s(total_records),
         "final_totals": {m: {"count": c, "amount_cents": a} for m, (c, a) in sorted(final_totals.items())},
         "problems": problems.as_dict(),
         "seconds": round(time.monotonic() - started, 2),
     }
+
+
+def _span_s(records: list[Rec]) -> float:
+    """Seconds between the first and last record's broker timestamps."""
+    stamps = [r.timestamp_ms for r in records if r.timestamp_ms > 0]
+    return (max(stamps) - min(stamps)) / 1000 if stamps else 0.0
 
 
 def check_dead_letters(dead_letters: list[Rec], expectation: Expectation, settings: Settings, problems: Problems) -> None:

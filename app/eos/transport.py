@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Awaitable, Iterable, Mapping, Optional, Set
 
+from confluent_kafka.admin import AdminClient
 from faust.streams import current_event
 from faust.transport.consumer import TransactionManager as FaustTransactionManager
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -35,7 +36,13 @@ from faust.types.tuples import FutureMessage, RecordMetadata
 
 from config import settings
 from app.eos.staging import Source, SourceTP, StagedRecord, Staging, future_callbacks
-from app.eos.transaction import PartitionTransaction, ProducerFenced, TransactionFailed, group_metadata
+from app.eos.transaction import (
+    PartitionTransaction,
+    ProducerFenced,
+    TransactionFailed,
+    group_metadata,
+    stable_committed_offsets,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +73,7 @@ class TransactionManager(FaustTransactionManager):
     async def on_start(self) -> None:
         wipe_tables_after_unclean_stop(Path(self.app.conf.tabledir))
         self._group = await self._in_thread(group_metadata, self._bootstrap_servers(), self.app.conf.id)
+        self._admin = AdminClient({"bootstrap.servers": self._bootstrap_servers()})
 
     async def on_stop(self) -> None:
         await super().on_stop()
@@ -242,6 +250,13 @@ class TransactionManager(FaustTransactionManager):
                 shutil.rmtree(store.partition_path(partition), ignore_errors=True)
                 log.warning("Wiped %s partition %d: it held uncommitted effects", table.name, partition)
 
+    async def stable_committed_offsets(self, tps: Iterable[TP]) -> dict[TP, Optional[int]]:
+        """The group's committed offsets, once no transaction still holds them pending."""
+        tps = list(tps)
+        if not tps:
+            return {}
+        return await self._in_thread(stable_committed_offsets, self._admin, self.app.conf.id, tps)
+
     # -- helpers ---------------------------------------------------------------
     def _bootstrap_servers(self) -> str:
         return ",".join(f"{url.host}:{url.port or 9092}" for url in self.app.conf.broker)
@@ -275,11 +290,41 @@ class Consumer(faust_aiokafka.Consumer):
     """Faust's consumer, committing what it holds before partitions move."""
 
     async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
-        if self.in_transaction and self.assignment():
+        # Faust forgets revoked partitions' processed-but-uncommitted offsets,
+        # so their events would be processed again by the next owner.
+        if self.assignment():
             # finish the events already handed to agents and commit them
             self.stop_flow()
             await self.wait_empty()
+            await self._commit_all_processed()
+            log.info("Handing over partitions; committed offsets: %s", _offsets_text(self._committed_offset))
         await super().on_partitions_revoked(revoked)
+
+    async def seek_to_committed(self) -> Mapping[TP, int]:
+        if self.in_transaction:
+            offsets = await self._seek_to_stable_offsets()
+        else:
+            offsets = await super().seek_to_committed()
+        log.info("Resuming from committed offsets: %s", _offsets_text(offsets))
+        return offsets
+
+    async def _seek_to_stable_offsets(self) -> Mapping[TP, Optional[int]]:
+        # A plain offset fetch can return the offset before a transaction whose
+        # commit markers are still being written; this one waits for them.
+        sources = [tp for tp in self.assignment() if tp.topic not in self.app.tables.changelog_topics]
+        offsets = await self.transactions.stable_committed_offsets(sources)
+        for tp, offset in offsets.items():
+            if offset is not None:
+                await self.seek(tp, offset)
+        return offsets
+
+    async def _commit_all_processed(self, attempts: int = 5) -> None:
+        # commit() only joins a commit already running, which may have started
+        # before the last events were processed: repeat until none is left
+        for _ in range(attempts):
+            if not any(self._acked.values()):
+                return
+            await self.commit()
 
     async def on_stop(self) -> None:
         await super().on_stop()
@@ -287,6 +332,12 @@ class Consumer(faust_aiokafka.Consumer):
             tabledir = Path(self.app.conf.tabledir)
             tabledir.mkdir(parents=True, exist_ok=True)
             (tabledir / CLEAN_SHUTDOWN_MARKER).touch()
+
+
+def _offsets_text(offsets: Mapping[TP, Optional[int]]) -> str:
+    return ", ".join(
+        f"{tp.topic}[{tp.partition}]={offset}" for tp, offset in sorted(offsets.items()) if offset is not None
+    )
 
 
 class Producer(faust_aiokafka.Producer):

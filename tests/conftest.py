@@ -1,0 +1,40 @@
+"""Shared fixtures: the real Kafka broker (once per session) and isolated pipeline runs."""
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Callable, Iterator
+
+import pytest
+
+import config
+from tools import broker
+from tools.run import PipelineRun
+
+
+@pytest.fixture(scope="session")
+def kafka() -> Iterator[config.Settings]:
+    """A broker that answers: the project's local one (started if needed) or KAFKA_BOOTSTRAP_SERVERS."""
+    settings = config.load()
+    started_here = settings.use_local_broker and not broker.is_running(settings)
+    broker.ensure_running(settings)
+    yield settings
+    if started_here:
+        broker.stop(settings)
+
+
+@pytest.fixture
+def pipeline(kafka, request, tmp_path) -> Iterator[Callable[..., PipelineRun]]:
+    """Factory of isolated pipeline runs; their workers are stopped after the test."""
+    runs: list[PipelineRun] = []
+
+    def make(guarantee: str = "exactly_once", **env: str) -> PipelineRun:
+        slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:40].strip("-")
+        run = PipelineRun(f"t-{slug}-{uuid.uuid4().hex[:6]}", tmp_path / f"run-{len(runs)}", guarantee=guarantee, **env)
+        runs.append(run)
+        return run
+
+    yield make
+    for run in runs:
+        for worker in run.workers:
+            worker.kill()
