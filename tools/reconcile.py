@@ -18,7 +18,7 @@ import json
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Iterable, NamedTuple, Optional
+from typing import Any, Callable, Iterable, NamedTuple, Optional
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
@@ -133,12 +133,18 @@ class Problems:
 
 
 def check_update_stream(
-    updates: Iterable[tuple[str, dict]], expectation: Expectation, problems: Problems, *, what: str
+    updates: Iterable[tuple[str, dict]],
+    expectation: Expectation,
+    problems: Problems,
+    *,
+    what: str,
+    group_of: Callable[[Payment], str],
 ) -> dict[str, tuple[int, int]]:
     """Check per-group update streams; return each group's final (count, amount).
 
     ``updates`` yields (group, value) in the order a reader sees them, where a
-    value has ``count``, ``amount_cents`` and ``event_id``.
+    value has ``count``, ``amount_cents`` and ``event_id``; ``group_of`` names
+    the group a counted payment must update.
     """
     last: dict[str, tuple[int, int]] = {}
     seen_events: set[tuple[str, str]] = set()
@@ -158,6 +164,9 @@ def check_update_stream(
                 f"{group}: {value['amount_cents']} after {amount} + {payment.amount_cents}",
             )
         last[group] = (value["count"], value["amount_cents"])
+    for event_id, payment in expectation.counted.items():
+        if (group_of(payment), event_id) not in seen_events:
+            problems.add(f"{what}: lost event", f"{group_of(payment)}: event {event_id} never applied")
     return last
 
 
@@ -184,21 +193,30 @@ def reconcile(settings: Settings) -> dict[str, Any]:
 
     expected_totals: dict[str, tuple[int, int]] = defaultdict(lambda: (0, 0))
     expected_windows: dict[str, tuple[int, int]] = defaultdict(lambda: (0, 0))
+    def window_of(payment: Payment) -> str:
+        return f"{payment.merchant_id}@{window_start(payment.ts, settings.window_seconds):.0f}"
+
     for payment in expectation.counted.values():
         count, amount = expected_totals[payment.merchant_id]
         expected_totals[payment.merchant_id] = (count + 1, amount + payment.amount_cents)
-        window = f"{payment.merchant_id}@{window_start(payment.ts, settings.window_seconds):.0f}"
+        window = window_of(payment)
         count, amount = expected_windows[window]
         expected_windows[window] = (count + 1, amount + payment.amount_cents)
 
     total_records = read_committed(settings, settings.totals_topic)
     totals = [json.loads(r.value) for r in total_records]
-    final_totals = check_update_stream(((t["merchant_id"], t) for t in totals), expectation, problems, what="totals")
+    final_totals = check_update_stream(
+        ((t["merchant_id"], t) for t in totals),
+        expectation,
+        problems,
+        what="totals",
+        group_of=lambda payment: payment.merchant_id,
+    )
     compare_finals(final_totals, expected_totals, problems, what="totals")
 
     windows = [json.loads(r.value) for r in read_committed(settings, settings.windows_topic)]
     window_updates = ((f"{w['merchant_id']}@{w['window_start']:.0f}", w) for w in windows)
-    final_windows = check_update_stream(window_updates, expectation, problems, what="windows")
+    final_windows = check_update_stream(window_updates, expectation, problems, what="windows", group_of=window_of)
     compare_finals(final_windows, expected_windows, problems, what="windows")
 
     dead_letters = read_committed(settings, settings.dlq_topic)
@@ -216,6 +234,7 @@ def reconcile(settings: Settings) -> dict[str, Any]:
         "merchants": len(expected_totals),
         "output_span_s": _span_s(total_records),
         "final_totals": {m: {"count": c, "amount_cents": a} for m, (c, a) in sorted(final_totals.items())},
+        "expected_totals": {m: {"count": c, "amount_cents": a} for m, (c, a) in sorted(expected_totals.items())},
         "problems": problems.as_dict(),
         "seconds": round(time.monotonic() - started, 2),
     }

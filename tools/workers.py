@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -77,14 +78,17 @@ class Worker:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("localhost", 0))
+        return sock.getsockname()[1]
+
+
 def worker_env(base: Mapping[str, str], *, index: int, run_dir: Path, **overrides: str) -> dict[str, str]:
-    """Environment for worker ``index`` of a run: own data dir and web port."""
+    """Environment for worker ``index`` of a run: own data dir and a free web port."""
     env = dict(base)
-    env.update(
-        DATA_DIR=str(run_dir / f"worker-{index}"),
-        WEB_PORT=str(int(base.get("WEB_PORT", "6066")) + index),
-        PYTHONUNBUFFERED="1",
-    )
+    env.update(DATA_DIR=str(run_dir / f"worker-{index}"), WEB_PORT=str(free_port()), PYTHONUNBUFFERED="1")
     env.update(overrides)
     return env
 

@@ -101,6 +101,10 @@ class Staging:
                     record.on_discarded(reason)
         return dropped
 
+    def count(self, tp: SourceTP) -> int:
+        """How many records of ``tp`` are staged."""
+        return len(self._by_tp.get(tp, ()))
+
     def pending(self) -> set[SourceTP]:
         """Source partitions that have staged records."""
         return {tp for tp, queue in self._by_tp.items() if queue}

@@ -22,13 +22,11 @@ it or none of it visible to ``read_committed`` readers.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any, Sequence
 
 from aiokafka.structs import RecordMetadata, TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer as ConfluentConsumer
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from app.eos.staging import SourceTP, StagedRecord
 
@@ -61,24 +59,6 @@ def group_metadata(bootstrap_servers: str, group_id: str) -> Any:
         return consumer.consumer_group_metadata()
     finally:
         consumer.close()
-
-
-def stable_committed_offsets(admin: AdminClient, group_id: str, tps: list, timeout_s: float = 60.0) -> dict:
-    """Committed offsets of ``tps`` (None where nothing is committed), read with
-    ``require_stable``: the broker answers only once no open transaction holds
-    offsets of these partitions pending. Blocking."""
-    request = [ConsumerGroupTopicPartitions(group_id, [TopicPartition(tp.topic, tp.partition) for tp in tps])]
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            result = admin.list_consumer_group_offsets(request, require_stable=True)[group_id].result()
-            break
-        except KafkaException as exc:
-            if time.monotonic() > deadline or not exc.args[0].retriable():
-                raise
-            time.sleep(0.1)
-    committed = {(p.topic, p.partition): p.offset for p in result.topic_partitions}
-    return {tp: (committed[(tp.topic, tp.partition)] if committed[(tp.topic, tp.partition)] >= 0 else None) for tp in tps}
 
 
 def transactional_id(app_id: str, tp: SourceTP) -> str:

@@ -36,13 +36,8 @@ from faust.types.tuples import FutureMessage, RecordMetadata
 
 from config import settings
 from app.eos.staging import Source, SourceTP, StagedRecord, Staging, future_callbacks
-from app.eos.transaction import (
-    PartitionTransaction,
-    ProducerFenced,
-    TransactionFailed,
-    group_metadata,
-    stable_committed_offsets,
-)
+from app.eos.offsets import last_stable_offsets, stable_committed_offsets
+from app.eos.transaction import PartitionTransaction, ProducerFenced, TransactionFailed, group_metadata
 
 log = logging.getLogger(__name__)
 
@@ -199,8 +194,10 @@ class TransactionManager(FaustTransactionManager):
         return True
 
     def _lose(self, tp: SourceTP, why: str) -> None:
+        dropped = self.staging.count(tp)
         if self.staging.discard([tp], PartitionLost(why)):
             self._dirty.add(tp.partition)
+            log.warning("Dropped %d uncommitted records of %s[%d]: %s", dropped, tp.topic, tp.partition, why)
         self._uncommitted.pop(tp, None)
 
     # -- ownership -------------------------------------------------------------
@@ -257,6 +254,11 @@ class TransactionManager(FaustTransactionManager):
             return {}
         return await self._in_thread(stable_committed_offsets, self._admin, self.app.conf.id, tps)
 
+    async def last_stable_offsets(self, tps: Iterable[TP]) -> dict[TP, int]:
+        """Where ``read_committed`` readers of ``tps`` stop now (the LSO)."""
+        tps = list(tps)
+        return await self._in_thread(last_stable_offsets, self._admin, tps) if tps else {}
+
     # -- helpers ---------------------------------------------------------------
     def _bootstrap_servers(self) -> str:
         return ",".join(f"{url.host}:{url.port or 9092}" for url in self.app.conf.broker)
@@ -305,8 +307,16 @@ class Consumer(faust_aiokafka.Consumer):
             offsets = await self._seek_to_stable_offsets()
         else:
             offsets = await super().seek_to_committed()
-        log.info("Resuming from committed offsets: %s", _offsets_text(offsets))
+        sources = {tp: offset for tp, offset in offsets.items() if tp.topic not in self.app.tables.changelog_topics}
+        log.info("Resuming from committed offsets: %s", _offsets_text(sources))
         return offsets
+
+    async def highwaters(self, *partitions: TP) -> Mapping[TP, int]:
+        # Faust reads these from the last fetch response, which may not exist yet
+        # for a partition just assigned; recovery then misjudges where it ends
+        if self.in_transaction:
+            return await self.transactions.last_stable_offsets(partitions)
+        return await super().highwaters(*partitions)
 
     async def _seek_to_stable_offsets(self) -> Mapping[TP, Optional[int]]:
         # A plain offset fetch can return the offset before a transaction whose
@@ -335,9 +345,7 @@ class Consumer(faust_aiokafka.Consumer):
 
 
 def _offsets_text(offsets: Mapping[TP, Optional[int]]) -> str:
-    return ", ".join(
-        f"{tp.topic}[{tp.partition}]={offset}" for tp, offset in sorted(offsets.items()) if offset is not None
-    )
+    return ", ".join(f"{tp.topic}[{tp.partition}]={offset}" for tp, offset in sorted(offsets.items()))
 
 
 class Producer(faust_aiokafka.Producer):

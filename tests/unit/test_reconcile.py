@@ -90,7 +90,7 @@ def update(event_id, count, amount):
 
 def check(updates, expectation):
     problems = Problems()
-    finals = check_update_stream(updates, expectation, problems, what="totals")
+    finals = check_update_stream(updates, expectation, problems, what="totals", group_of=lambda p: p.merchant_id)
     return finals, set(problems.counts)
 
 
@@ -102,7 +102,7 @@ def test_correct_update_stream_has_no_problems_and_returns_final_totals(two_even
 
 def test_event_applied_twice_is_a_duplicate_update(two_events):
     _, problems = check([update("e-1", 1, 100), update("e-1", 2, 200)], two_events)
-    assert problems == {"totals: duplicate update"}
+    assert problems == {"totals: duplicate update", "totals: lost event"}
 
 
 def test_gap_in_the_count_is_out_of_sequence(two_events):
@@ -117,7 +117,12 @@ def test_update_that_does_not_add_its_events_amount_is_a_wrong_running_sum(two_e
 
 def test_update_for_an_event_that_was_not_counted_is_unknown(two_events):
     _, problems = check([update("e-1", 1, 100), update("e-9", 2, 150)], two_events)
-    assert problems == {"totals: unknown event"}
+    assert problems == {"totals: unknown event", "totals: lost event"}
+
+
+def test_counted_event_missing_from_the_stream_is_a_lost_event(two_events):
+    _, problems = check([update("e-1", 1, 100)], two_events)
+    assert problems == {"totals: lost event"}
 
 
 # --- compare_finals ---------------------------------------------------------

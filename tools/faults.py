@@ -1,0 +1,393 @@
+"""Fault-injection harness: proves (or disproves) exactly-once under failures.
+
+``python -m tools.faults --help``. For each processing guarantee asked for, it
+runs the pipeline with W workers on P partitions under a steady load with
+upstream duplicates and bad records, while a ``read_committed`` verifier reads
+the outputs the whole time, and injects faults at seeded random times:
+
+* ``kill``: SIGKILL a worker (no shutdown, no final commit), restart it;
+* ``zombie``: SIGSTOP a worker past its session timeout, let the group
+  rebalance, SIGCONT it; its late commits must be fenced;
+* ``rebalance``: add a worker, later stop one cleanly;
+* ``broker-kill`` / ``broker-term``: restart the broker after SIGKILL / SIGTERM.
+
+After the load, once the outputs stop changing, it checks: reconcile (exact
+totals, counts 1..n per merchant, every event once, dead letters); a fresh
+worker's tables rebuilt from the changelogs equal the expected totals; no
+transaction left open (LSO = high watermark everywhere, and a sentinel is the
+only thing a ``read_committed`` reader at the end sees); no worker died
+except those the harness killed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import signal
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import OffsetSpec
+
+import config
+from config import GUARANTEES, REPO_ROOT, Settings
+from tools import broker
+from tools.kafka import admin, producer_config
+from tools.loadgen import LoadSpec
+from tools.run import PipelineRun
+from tools.workers import Worker, wait_for
+
+FAULTS = ("kill", "zombie", "rebalance", "broker-kill", "broker-term")
+RESUMED = re.compile(r"Resuming from committed offsets: (.*)")
+TP_TEXT = re.compile(r"(\S+)\[(\d+)\]=(\d+|None)")
+DROPPED = re.compile(r"Dropped (\d+) uncommitted records")
+
+
+@dataclass
+class Plan:
+    """What one run does; every choice follows from ``seed``."""
+
+    faults: dict[str, int]  # fault -> how many times
+    workers: int = 3
+    partitions: int = 6
+    rate: float = 300.0  # input records per second
+    duration_s: float = 60.0  # of the load
+    seed: int = 1
+
+    def schedule(self) -> list[tuple[float, str]]:
+        """(seconds after the load starts, fault), spread over 10%..80% of the load."""
+        rng = random.Random(self.seed)
+        names = [name for name, n in self.faults.items() for _ in range(n)]
+        rng.shuffle(names)
+        if not names:
+            return []
+        span = self.duration_s * 0.7 / len(names)
+        return [(self.duration_s * 0.1 + i * span + rng.uniform(0, span * 0.3), name) for i, name in enumerate(names)]
+
+
+@dataclass
+class Outcome:
+    """What one run measured."""
+
+    guarantee: str
+    plan: dict
+    events_in: int = 0
+    events_aggregated: int = 0
+    upstream_duplicates: int = 0
+    duplicates_in_output: int = 0
+    losses: int = 0
+    dead_letters: int = 0
+    expected_dead_letters: int = 0
+    fenced_zombie_writes: int = 0
+    recovery_s: list[float] = field(default_factory=list)
+    faults_done: list[str] = field(default_factory=list)
+    verifier_records: int = 0
+    checks: dict[str, bool] = field(default_factory=dict)
+    problems: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exact(self) -> bool:
+        return all(self.checks.values()) and not self.duplicates_in_output and not self.losses
+
+
+class Verifier(threading.Thread):
+    """A read_committed reader of the totals topic, running for the whole run."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(daemon=True)
+        self.records = 0
+        self._stop = threading.Event()
+        self._consumer = Consumer({
+            "bootstrap.servers": settings.bootstrap_servers,
+            "group.id": f"{settings.app_id}-verifier",
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        })
+        self._consumer.subscribe([settings.totals_topic])
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            for msg in self._consumer.consume(500, timeout=0.5):
+                if not msg.error():
+                    self.records += 1
+        self._consumer.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.join(10)
+
+
+class FaultRun:
+    """One pipeline run under one guarantee, with the faults of a plan."""
+
+    def __init__(self, plan: Plan, guarantee: str, run_dir: Path, say=print) -> None:
+        self.plan = plan
+        self.say = say
+        name = f"faults-{guarantee.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
+        self.run = PipelineRun(name, run_dir / name, guarantee=guarantee, PARTITIONS=str(plan.partitions))
+        self.settings = self.run.settings
+        self.outcome = Outcome(guarantee=guarantee, plan=asdict(plan))
+        self.killed: set[str] = set()  # workers whose death the harness caused
+        self.retired: list[Worker] = []  # workers the harness stopped on purpose
+
+    # -- the run ----------------------------------------------------------------
+    def execute(self) -> Outcome:
+        for _ in range(self.plan.workers):
+            self.run.add_worker()
+        wait_for(lambda: all(_owned(w) for w in self.run.workers), 120, what="every worker to own partitions")
+        verifier = Verifier(self.settings)
+        verifier.start()
+        load = threading.Thread(target=self._produce, daemon=True)
+        started = time.monotonic()
+        load.start()
+        for at, fault in self.plan.schedule():
+            time.sleep(max(0.0, started + at - time.monotonic()))
+            self.say(f"  t={time.monotonic() - started:5.1f}s {fault}")
+            getattr(self, "_" + fault.replace("-", "_"))()
+            self.outcome.faults_done.append(fault)
+        load.join()
+        report = self._settle()
+        self._record(report)
+        self.outcome.checks["no open transaction"] = self._no_open_transactions()
+        verifier.stop()
+        self.outcome.verifier_records = verifier.records
+        self.outcome.checks["verifier saw every committed update"] = verifier.records == report["total_updates"]
+        self._stop_workers()
+        self.outcome.checks["sentinel is all a reader at the end sees"] = self._sentinels_only()
+        self.outcome.checks["fresh worker rebuilds the expected totals"] = self._fresh_worker_matches(report)
+        return self.outcome
+
+    def _produce(self) -> None:
+        count = int(self.plan.rate * self.plan.duration_s)
+        spec = LoadSpec(count=count, rate=self.plan.rate, seed=self.plan.seed, duplicate_rate=0.05, bad_rate=0.02)
+        self.outcome.events_in = self.run.produce(spec).produced
+
+    # -- faults -------------------------------------------------------------------
+    def _live_worker(self) -> Worker:
+        live = [w for w in self.run.workers if w.alive() and w not in self.retired]
+        return random.Random(self.plan.seed + len(self.outcome.faults_done)).choice(live)
+
+    def _kill(self) -> None:
+        worker = self._live_worker()
+        partitions = _owned(worker)
+        before = self._committed(partitions)
+        killed_at = time.monotonic()
+        worker.kill()
+        self.killed.add(worker.name)
+        time.sleep(1.0)
+        worker.start()  # same name, same data directory: a restart
+        self.outcome.recovery_s.append(round(self._time_to_progress(partitions, before, killed_at), 2))
+
+    def _zombie(self) -> None:
+        worker = self._live_worker()
+        log_size = len(worker.log_text())
+        worker.signal(signal.SIGSTOP)
+        time.sleep(self.settings.session_timeout_s + 5)  # the group moves on without it
+        worker.signal(signal.SIGCONT)
+        time.sleep(self.settings.session_timeout_s)
+        late = worker.log_text()[log_size:]
+        self.outcome.fenced_zombie_writes += sum(int(n) for n in DROPPED.findall(late))
+
+    def _rebalance(self) -> None:
+        self.run.add_worker()
+        time.sleep(8)
+        leaving = self._live_worker()
+        self.retired.append(leaving)
+        code = leaving.stop()
+        if code != 0:
+            self.outcome.notes.append(f"{leaving.name} exited {code} when asked to stop")
+
+    def _broker_kill(self) -> None:
+        self._restart_broker(broker.kill)
+
+    def _broker_term(self) -> None:
+        self._restart_broker(broker.stop)
+
+    def _restart_broker(self, how) -> None:
+        if not self.settings.use_local_broker:
+            self.outcome.notes.append("broker restart skipped: KAFKA_BOOTSTRAP_SERVERS points at an external cluster")
+            return
+        how(self.settings)
+        broker.ensure_running(self.settings)
+
+    # -- measurements -------------------------------------------------------------
+    def _committed(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        group = self.settings.app_id
+        request = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in tps])]
+        result = admin(self.settings).list_consumer_group_offsets(request)[group].result()
+        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions}
+
+    def _time_to_progress(self, tps: list[tuple[str, int]], before: dict, since: float) -> float:
+        """Seconds from ``since`` until a commit advances one of ``tps`` (or 120 s)."""
+        while time.monotonic() - since < 120:
+            now = self._committed(tps)
+            if any(now[tp] > before[tp] for tp in tps):
+                break
+            time.sleep(0.25)
+        return time.monotonic() - since
+
+    def _settle(self, quiet_s: float = 15.0, limit_s: float = 300.0) -> dict:
+        """Reconcile until the outputs are exact or stop changing for ``quiet_s``."""
+        deadline = time.monotonic() + limit_s
+        last, last_change = None, time.monotonic()
+        while True:
+            report = self.run.reconcile()
+            counts = (report["total_updates"], report["dead_letters"], report["window_updates"])
+            if counts != last:
+                last, last_change = counts, time.monotonic()
+            if report["ok"] or time.monotonic() - last_change > quiet_s or time.monotonic() > deadline:
+                return report
+            time.sleep(2)
+
+    def _record(self, report: dict) -> None:
+        problems = report["problems"]
+        outcome = self.outcome
+        outcome.events_aggregated = report["counted_events"]
+        outcome.upstream_duplicates = report["upstream_duplicates"]
+        outcome.duplicates_in_output = problems.get("totals: duplicate update", {}).get("count", 0)
+        outcome.losses = problems.get("totals: lost event", {}).get("count", 0)
+        outcome.dead_letters = report["dead_letters"]
+        outcome.expected_dead_letters = report["expected_dead_letters"]
+        outcome.problems = problems
+        outcome.checks["reconcile"] = report["ok"]
+
+    def _no_open_transactions(self) -> bool:
+        """LSO equals the high watermark on every output and changelog partition."""
+        client = admin(self.settings)
+        topics = [t for t in client.list_topics(timeout=30).topics if self._is_pipeline_output(t)]
+        tps = [TopicPartition(t, p) for t in topics for p in range(self.plan.partitions)]
+
+        def ends(level: IsolationLevel) -> dict:
+            futures = client.list_offsets({tp: OffsetSpec.latest() for tp in tps}, isolation_level=level)
+            return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+
+        for _ in range(10):  # a commit in flight holds the LSO back for a moment
+            if ends(IsolationLevel.READ_COMMITTED) == ends(IsolationLevel.READ_UNCOMMITTED):
+                return True
+            time.sleep(1)
+        return False
+
+    def _is_pipeline_output(self, topic: str) -> bool:
+        s = self.settings
+        return topic in s.output_topics or (topic.startswith(s.app_id + "-") and topic.endswith("-changelog"))
+
+    def _sentinels_only(self) -> bool:
+        """Write a committed sentinel to every output partition; a read_committed reader
+        positioned at the end must see exactly those sentinels and nothing else."""
+        s = self.settings
+        tps = [TopicPartition(t, p) for t in (s.totals_topic, s.windows_topic, s.dlq_topic) for p in range(self.plan.partitions)]
+        ends = admin(s).list_offsets({tp: OffsetSpec.latest() for tp in tps})
+        reader = Consumer({"bootstrap.servers": s.bootstrap_servers, "group.id": f"{s.app_id}-sentinel",
+                           "isolation.level": "read_committed", "enable.auto.commit": False})
+        reader.assign([TopicPartition(tp.topic, tp.partition, f.result().offset) for tp, f in ends.items()])
+        producer = Producer(producer_config(s, **{"transactional.id": f"{s.app_id}-sentinel"}))
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for tp in tps:
+            producer.produce(tp.topic, key=b"sentinel", value=b"sentinel", partition=tp.partition)
+        producer.commit_transaction(30)
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(seen) < len(tps) and time.monotonic() < deadline:
+            seen.extend(m.value() for m in reader.consume(100, timeout=0.5) if not m.error())
+        extra = [m.value() for m in reader.consume(100, timeout=2.0) if not m.error()]
+        reader.close()
+        return len(seen) == len(tps) and not extra and all(v == b"sentinel" for v in seen)
+
+    def _stop_workers(self) -> None:
+        for worker in self.run.workers:
+            if worker in self.retired:
+                continue
+            code = worker.stop()
+            if code != 0:
+                self.outcome.notes.append(f"{worker.name} exited {code} at the end")
+        died = [w.name for w in self.run.workers if w.exit_code() not in (0, None) and w not in self.retired]
+        self.outcome.checks["no worker died unasked"] = not died
+
+    def _fresh_worker_matches(self, report: dict) -> bool:
+        """A worker with empty local state restores the tables from the changelogs."""
+        worker = self.run.add_worker(DATA_DIR=str(self.run.run_dir / "fresh"))
+        try:
+            wait_for(lambda: _owned(worker), 180, what="the fresh worker to restore its tables")
+            url = f"http://localhost:{worker.env['WEB_PORT']}/merchants/"
+            with urllib.request.urlopen(url, timeout=30) as response:
+                tables = json.load(response)
+        finally:
+            worker.stop()
+        rebuilt = {m: {"count": t["count"], "amount_cents": t["amount_cents"]} for m, t in tables.items()}
+        return rebuilt == report["expected_totals"]
+
+
+def _owned(worker: Worker) -> list[tuple[str, int]]:
+    """Input partitions the worker resumed last, from its log ([] before it has any)."""
+    matches = RESUMED.findall(worker.log_text())
+    return [(t, int(p)) for t, p, _ in TP_TEXT.findall(matches[-1])] if matches else []
+
+
+def summary(outcome: Outcome) -> str:
+    lines = [
+        f"{outcome.guarantee}: faults {', '.join(outcome.faults_done) or 'none'}",
+        f"  events in {outcome.events_in:,}; aggregated {outcome.events_aggregated:,}; "
+        f"upstream duplicates {outcome.upstream_duplicates:,}; dead letters {outcome.dead_letters:,} "
+        f"(expected {outcome.expected_dead_letters:,})",
+        f"  duplicates in output {outcome.duplicates_in_output:,}; losses {outcome.losses:,}; "
+        f"fenced zombie writes {outcome.fenced_zombie_writes:,}; verifier read {outcome.verifier_records:,} updates",
+    ]
+    if outcome.recovery_s:
+        lines.append(f"  recovery after kill (s): {', '.join(f'{s:.1f}' for s in outcome.recovery_s)}")
+    lines += [f"  [{'ok' if ok else 'FAILED'}] {check}" for check, ok in outcome.checks.items()]
+    lines += [f"  note: {note}" for note in outcome.notes]
+    lines.append(f"  => {'EXACT' if outcome.exact else 'NOT EXACT'}")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.faults", description=__doc__.splitlines()[0])
+    parser.add_argument("--guarantee", choices=[*GUARANTEES, "both"], default="both")
+    parser.add_argument("--kills", type=int, default=5)
+    parser.add_argument("--zombies", type=int, default=1)
+    parser.add_argument("--rebalances", type=int, default=1)
+    parser.add_argument("--broker-kills", type=int, default=1)
+    parser.add_argument("--broker-terms", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--rate", type=float, default=300.0, help="input records per second")
+    parser.add_argument("--duration", type=float, default=120.0, help="seconds of load")
+    parser.add_argument("--seed", type=int, default=1, help="same seed, same faults at the same times")
+    parser.add_argument("--json", dest="json_path", help="write the report here")
+    args = parser.parse_args(argv)
+    plan = Plan(
+        faults={"kill": args.kills, "zombie": args.zombies, "rebalance": args.rebalances,
+                "broker-kill": args.broker_kills, "broker-term": args.broker_terms},
+        workers=args.workers, partitions=args.partitions, rate=args.rate, duration_s=args.duration, seed=args.seed,
+    )
+    settings = config.load()
+    if settings.use_local_broker:
+        broker.ensure_running(settings)
+    guarantees = GUARANTEES if args.guarantee == "both" else (args.guarantee,)
+    outcomes = []
+    for guarantee in guarantees:
+        print(f"{guarantee}: {plan.workers} workers, {plan.partitions} partitions, {plan.rate:.0f} events/s "
+              f"for {plan.duration_s:.0f} s, seed {plan.seed}")
+        outcome = FaultRun(plan, guarantee, REPO_ROOT / ".data").execute()
+        print(summary(outcome))
+        outcomes.append(outcome)
+    if args.json_path:
+        Path(args.json_path).write_text(json.dumps([asdict(o) | {"exact": o.exact} for o in outcomes], indent=2))
+        print(f"report written to {args.json_path}")
+    eos = [o for o in outcomes if o.guarantee == "exactly_once"]
+    return 0 if all(o.exact for o in eos) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
