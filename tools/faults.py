@@ -105,7 +105,7 @@ class Verifier(threading.Thread):
     def __init__(self, settings: Settings) -> None:
         super().__init__(daemon=True)
         self.records = 0
-        self._stop = threading.Event()
+        self._done = threading.Event()
         self._consumer = Consumer({
             "bootstrap.servers": settings.bootstrap_servers,
             "group.id": f"{settings.app_id}-verifier",
@@ -116,14 +116,14 @@ class Verifier(threading.Thread):
         self._consumer.subscribe([settings.totals_topic])
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._done.is_set():
             for msg in self._consumer.consume(500, timeout=0.5):
                 if not msg.error():
                     self.records += 1
         self._consumer.close()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._done.set()
         self.join(10)
 
 
@@ -136,6 +136,8 @@ class FaultRun:
         name = f"faults-{guarantee.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
         self.run = PipelineRun(name, run_dir / name, guarantee=guarantee, PARTITIONS=str(plan.partitions))
         self.settings = self.run.settings
+        self.admin = admin(self.settings)
+        self.load_error: Optional[BaseException] = None
         self.outcome = Outcome(guarantee=guarantee, plan=asdict(plan))
         self.killed: set[str] = set()  # workers whose death the harness caused
         self.retired: list[Worker] = []  # workers the harness stopped on purpose
@@ -156,6 +158,8 @@ class FaultRun:
             getattr(self, "_" + fault.replace("-", "_"))()
             self.outcome.faults_done.append(fault)
         load.join()
+        if self.load_error is not None:
+            raise RuntimeError("the load generator failed") from self.load_error
         report = self._settle()
         self._record(report)
         self.outcome.checks["no open transaction"] = self._no_open_transactions()
@@ -170,7 +174,10 @@ class FaultRun:
     def _produce(self) -> None:
         count = int(self.plan.rate * self.plan.duration_s)
         spec = LoadSpec(count=count, rate=self.plan.rate, seed=self.plan.seed, duplicate_rate=0.05, bad_rate=0.02)
-        self.outcome.events_in = self.run.produce(spec).produced
+        try:
+            self.outcome.events_in = self.run.produce(spec).produced
+        except BaseException as exc:  # surfaces in execute(), not as a lost thread traceback
+            self.load_error = exc
 
     # -- faults -------------------------------------------------------------------
     def _live_worker(self) -> Worker:
@@ -224,7 +231,7 @@ class FaultRun:
     def _committed(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         group = self.settings.app_id
         request = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in tps])]
-        result = admin(self.settings).list_consumer_group_offsets(request)[group].result()
+        result = self.admin.list_consumer_group_offsets(request)[group].result(timeout=30)
         return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions}
 
     def _time_to_progress(self, tps: list[tuple[str, int]], before: dict, since: float) -> float:
@@ -263,7 +270,7 @@ class FaultRun:
 
     def _no_open_transactions(self) -> bool:
         """LSO equals the high watermark on every output and changelog partition."""
-        client = admin(self.settings)
+        client = self.admin
         topics = [t for t in client.list_topics(timeout=30).topics if self._is_pipeline_output(t)]
         tps = [TopicPartition(t, p) for t in topics for p in range(self.plan.partitions)]
 
@@ -286,7 +293,7 @@ class FaultRun:
         positioned at the end must see exactly those sentinels and nothing else."""
         s = self.settings
         tps = [TopicPartition(t, p) for t in (s.totals_topic, s.windows_topic, s.dlq_topic) for p in range(self.plan.partitions)]
-        ends = admin(s).list_offsets({tp: OffsetSpec.latest() for tp in tps})
+        ends = self.admin.list_offsets({tp: OffsetSpec.latest() for tp in tps})
         reader = Consumer({"bootstrap.servers": s.bootstrap_servers, "group.id": f"{s.app_id}-sentinel",
                            "isolation.level": "read_committed", "enable.auto.commit": False})
         reader.assign([TopicPartition(tp.topic, tp.partition, f.result().offset) for tp, f in ends.items()])
