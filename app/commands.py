@@ -45,6 +45,7 @@ async def reconcile(self, wait: float, json_path: str | None) -> None:
     report = reconcile_until_settled(settings, wait)
     self.say(summary(report))
     if json_path:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(json_path).write_text(json.dumps(report, indent=2))
         self.say(f"report written to {json_path}")
     if not report["ok"]:

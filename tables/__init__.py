@@ -12,6 +12,13 @@ from config import settings
 
 DAY_MS = 86_400_000
 
+#: changelog settings of tables whose old entries may go: compacted, and
+#: records older than the dedup retention deleted
+EXPIRING_CHANGELOG = {
+    "cleanup.policy": "compact,delete",
+    "retention.ms": str(int(settings.dedup_retention_days * DAY_MS)),
+}
+
 #: event_id -> SeenEvent, for dropping repeats; keyed like ``payments``.
 seen_events = app.Table(
     "seen-events",
@@ -19,10 +26,7 @@ seen_events = app.Table(
     value_type=SeenEvent,
     partitions=settings.partitions,
     help="event_ids already counted, with their fingerprint and first-seen time",
-    extra_topic_configs={
-        "cleanup.policy": "compact,delete",
-        "retention.ms": str(int(settings.dedup_retention_days * DAY_MS)),
-    },
+    extra_topic_configs=EXPIRING_CHANGELOG,
 )
 
 #: merchant_id -> MerchantTotal, the running total; keyed like ``payments-by-merchant``.
@@ -41,8 +45,5 @@ window_totals = app.Table(
     value_type=WindowTotal,
     partitions=settings.partitions,
     help=f"count and amount per merchant per {settings.window_seconds} s window",
-    extra_topic_configs={
-        "cleanup.policy": "compact,delete",
-        "retention.ms": str(int(settings.dedup_retention_days * DAY_MS)),
-    },
+    extra_topic_configs=EXPIRING_CHANGELOG,
 )

@@ -390,6 +390,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(summary(outcome))
         outcomes.append(outcome)
     if args.json_path:
+        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_path).write_text(json.dumps([asdict(o) | {"exact": o.exact} for o in outcomes], indent=2))
         print(f"report written to {args.json_path}")
     eos = [o for o in outcomes if o.guarantee == "exactly_once"]

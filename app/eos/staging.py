@@ -9,7 +9,6 @@ of their effects and nothing else.
 """
 from __future__ import annotations
 
-import asyncio
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Callable, Deque, Iterable, NamedTuple, Optional, Sequence
@@ -41,26 +40,10 @@ class StagedRecord:
     timestamp_ms: Optional[int]
     headers: Optional[Sequence[tuple[str, bytes]]]
     source_offset: int
-    #: called on the event loop once the transaction holding the record commits
+    #: called on the event loop once the transaction holding the record commits;
+    #: a record that is dropped instead never calls it (its event will be
+    #: processed again, by this worker or the partition's next owner)
     on_committed: Callable[[RecordMetadata], None] = field(repr=False, default=lambda md: None)
-    #: called on the event loop if the record will never be committed
-    on_discarded: Callable[[BaseException], None] = field(repr=False, default=lambda exc: None)
-
-
-def future_callbacks(
-    future: asyncio.Future,
-) -> tuple[Callable[[RecordMetadata], None], Callable[[BaseException], None]]:
-    """Callbacks that settle ``future`` when its record commits or is discarded."""
-
-    def committed(metadata: RecordMetadata) -> None:
-        if not future.done():
-            future.set_result(metadata)
-
-    def discarded(exc: BaseException) -> None:
-        if not future.done():
-            future.set_exception(exc)
-
-    return committed, discarded
 
 
 class Staging:
@@ -90,20 +73,9 @@ class Staging:
         queue = self._by_tp[tp]
         queue.extendleft(reversed(list(records)))
 
-    def discard(self, tps: Iterable[SourceTP], reason: BaseException) -> set[SourceTP]:
-        """Drop every record of ``tps``; return those that had any."""
-        dropped: set[SourceTP] = set()
-        for tp in tps:
-            queue = self._by_tp.pop(tp, None)
-            if queue:
-                dropped.add(tp)
-                for record in queue:
-                    record.on_discarded(reason)
-        return dropped
-
-    def count(self, tp: SourceTP) -> int:
-        """How many records of ``tp`` are staged."""
-        return len(self._by_tp.get(tp, ()))
+    def discard(self, tp: SourceTP) -> int:
+        """Drop every record of ``tp``; return how many there were."""
+        return len(self._by_tp.pop(tp, ()))
 
     def pending(self) -> set[SourceTP]:
         """Source partitions that have staged records."""

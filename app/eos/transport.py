@@ -35,7 +35,7 @@ from faust.types import TP
 from faust.types.tuples import FutureMessage, RecordMetadata
 
 from config import settings
-from app.eos.staging import Source, SourceTP, StagedRecord, Staging, future_callbacks
+from app.eos.staging import Source, SourceTP, StagedRecord, Staging
 from app.eos.offsets import last_stable_offsets, stable_committed_offsets
 from app.eos.transaction import PartitionTransaction, ProducerFenced, TransactionFailed, group_metadata
 
@@ -48,10 +48,6 @@ class SendOutsideEvent(RuntimeError):
     """A record was sent under exactly-once with no input event to commit it with."""
 
 
-class PartitionLost(Exception):
-    """The records of a partition this worker no longer owns were dropped."""
-
-
 class TransactionManager(FaustTransactionManager):
     """Stages sends by source event and commits them per input partition."""
 
@@ -62,6 +58,7 @@ class TransactionManager(FaustTransactionManager):
         self._uncommitted: dict[SourceTP, int] = {}  # offsets whose commit failed, to retry
         self._dirty: set[int] = set()  # table partitions holding uncommitted effects
         self._group: Any = None
+        self._ownership = asyncio.Lock()  # commits never overlap a change of owned partitions
         self._threads = ThreadPoolExecutor(max_workers=8, thread_name_prefix="eos-commit")
 
     # -- lifecycle -----------------------------------------------------------
@@ -95,8 +92,11 @@ class TransactionManager(FaustTransactionManager):
     ) -> Awaitable[RecordMetadata]:
         """Stage a record; the returned future resolves when its transaction commits."""
         future: asyncio.Future = self.loop.create_future()
-        committed, discarded = future_callbacks(future)
-        self.stage(topic, key, value, partition, timestamp, headers, committed, discarded)
+
+        def committed(metadata: RecordMetadata) -> None:
+            future.set_result(metadata)
+
+        self.stage(topic, key, value, partition, timestamp, headers, committed)
         return future
 
     async def send_and_wait(self, *args: Any, **kwargs: Any) -> RecordMetadata:
@@ -110,14 +110,9 @@ class TransactionManager(FaustTransactionManager):
         message = fut.message
 
         def committed(metadata: RecordMetadata) -> None:
-            if not fut.done():
-                fut.set_result(metadata)
-                if message.callback:
-                    message.callback(fut)
-
-        def discarded(exc: BaseException) -> None:
-            if not fut.done():
-                fut.set_exception(exc)
+            fut.set_result(metadata)
+            if message.callback:
+                message.callback(fut)
 
         self.stage(
             message.channel.get_topic_name(),
@@ -127,10 +122,9 @@ class TransactionManager(FaustTransactionManager):
             message.timestamp,
             message.headers,
             committed,
-            discarded,
         )
 
-    def stage(self, topic, key, value, partition, timestamp, headers, committed, discarded) -> None:
+    def stage(self, topic, key, value, partition, timestamp, headers, committed) -> None:
         event = current_event()
         if event is None:
             raise SendOutsideEvent(
@@ -152,7 +146,6 @@ class TransactionManager(FaustTransactionManager):
                 headers=headers or None,
                 source_offset=source.offset,
                 on_committed=committed,
-                on_discarded=discarded,
             ),
         )
 
@@ -166,7 +159,8 @@ class TransactionManager(FaustTransactionManager):
         for tp, offset in offsets.items():
             source_tp = SourceTP(tp.topic, tp.partition)
             wanted[source_tp] = max(offset, wanted.get(source_tp, offset))
-        results = await asyncio.gather(*(self._commit_partition(tp, offset) for tp, offset in wanted.items()))
+        async with self._ownership:
+            results = await asyncio.gather(*(self._commit_partition(tp, offset) for tp, offset in wanted.items()))
         return all(results)
 
     async def _commit_partition(self, tp: SourceTP, offset: int) -> bool:
@@ -180,7 +174,7 @@ class TransactionManager(FaustTransactionManager):
         except ProducerFenced as exc:
             log.warning("Fenced: %s; another worker owns %s[%d] now", exc, tp.topic, tp.partition)
             self.staging.put_back(tp, records)
-            self._transactions.pop(tp, None)
+            del self._transactions[tp]
             self._lose(tp, str(exc))
             return False
         except TransactionFailed as exc:
@@ -194,8 +188,9 @@ class TransactionManager(FaustTransactionManager):
         return True
 
     def _lose(self, tp: SourceTP, why: str) -> None:
-        dropped = self.staging.count(tp)
-        if self.staging.discard([tp], PartitionLost(why)):
+        """Drop what ``tp``'s events staged: this worker cannot commit it any more."""
+        dropped = self.staging.discard(tp)
+        if dropped:
             self._dirty.add(tp.partition)
             log.warning("Dropped %d uncommitted records of %s[%d]: %s", dropped, tp.topic, tp.partition, why)
         self._uncommitted.pop(tp, None)
@@ -208,22 +203,25 @@ class TransactionManager(FaustTransactionManager):
             self._lose(tp, f"{tp.topic}[{tp.partition}] revoked before commit")
 
     async def on_rebalance(self, assigned: Set[TP], revoked: Set[TP], newly_assigned: Set[TP]) -> None:
-        """Close producers of revoked partitions, wipe dirty state, claim new partitions."""
-        for tp in revoked:
-            transaction = self._transactions.pop(SourceTP(tp.topic, tp.partition), None)
-            if transaction is not None:
+        """Wipe dirty state, then claim every assigned input partition afresh.
+
+        Even a partition this worker keeps is claimed again: if the worker was
+        out of the group for a while (paused, cut off), another owner may have
+        claimed it meanwhile, and the old producer would only be fenced later.
+        """
+        async with self._ownership:
+            for transaction in self._transactions.values():
                 transaction.close()
-        if self._dirty:
-            self._wipe_table_partitions(self._dirty)
-            self._dirty.clear()
-        claim = [
-            SourceTP(tp.topic, tp.partition)
-            for tp in assigned
-            if not self.app.assignor.is_standby(tp)
-            and tp.topic not in self.app.tables.changelog_topics
-            and SourceTP(tp.topic, tp.partition) not in self._transactions
-        ]
-        await asyncio.gather(*(self._claim(tp) for tp in claim))
+            self._transactions.clear()
+            if self._dirty:
+                self._wipe_table_partitions(self._dirty)
+                self._dirty.clear()
+            claim = [
+                SourceTP(tp.topic, tp.partition)
+                for tp in assigned
+                if not self.app.assignor.is_standby(tp) and tp.topic not in self.app.tables.changelog_topics
+            ]
+            await asyncio.gather(*(self._claim(tp) for tp in claim))
 
     async def _claim(self, tp: SourceTP) -> None:
         conf = self.app.conf

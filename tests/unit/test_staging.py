@@ -1,18 +1,13 @@
 """Staging: records wait for the transaction of the input partition that caused them."""
-import asyncio
-
-import pytest
-
-from app.eos.staging import Source, SourceTP, StagedRecord, Staging, future_callbacks
+from app.eos.staging import Source, SourceTP, StagedRecord, Staging
 
 TP0 = SourceTP("payments", 0)
 TP1 = SourceTP("payments", 1)
 
 
-def record(offset, name=None, on_discarded=None):
-    extra = {"on_discarded": on_discarded} if on_discarded else {}
+def record(offset, name=None):
     return StagedRecord(topic="out", key=None, value=(name or f"r{offset}").encode(), partition=None,
-                        timestamp_ms=None, headers=None, source_offset=offset, **extra)
+                        timestamp_ms=None, headers=None, source_offset=offset)
 
 
 def stage(staging, tp, *records):
@@ -54,15 +49,13 @@ def test_put_back_restores_records_ahead_of_newer_ones():
     assert values(staging.take(TP0, 100)) == ["r1", "r2", "r3", "r4"]
 
 
-def test_discard_reports_the_reason_to_every_record_and_returns_partitions_that_had_records():
+def test_discard_drops_every_record_of_the_partition_and_says_how_many():
     staging = Staging()
-    calls = []
-    stage(staging, TP0, record(1, on_discarded=lambda exc: calls.append(("r1", exc))),
-          record(2, on_discarded=lambda exc: calls.append(("r2", exc))))
-    reason = RuntimeError("fenced")
-    assert staging.discard([TP0, TP1], reason) == {TP0}
-    assert calls == [("r1", reason), ("r2", reason)]
-    assert len(staging) == 0 and staging.pending() == set()
+    stage(staging, TP0, record(1), record(2))
+    stage(staging, TP1, record(1))
+    assert staging.discard(TP0) == 2
+    assert staging.discard(TP0) == 0
+    assert staging.pending() == {TP1}
 
 
 def test_pending_lists_partitions_with_staged_records_only():
@@ -80,28 +73,3 @@ def test_len_counts_records_across_partitions():
     stage(staging, TP0, record(1), record(2))
     stage(staging, TP1, record(1))
     assert len(staging) == 3
-
-
-def test_future_callbacks_commit_settles_the_future_once():
-    async def scenario():
-        future = asyncio.get_running_loop().create_future()
-        committed, discarded = future_callbacks(future)
-        committed("metadata")
-        committed("later")
-        discarded(RuntimeError("too late"))
-        return await future
-
-    assert asyncio.run(scenario()) == "metadata"
-
-
-def test_future_callbacks_discard_fails_the_future_once():
-    async def scenario():
-        future = asyncio.get_running_loop().create_future()
-        committed, discarded = future_callbacks(future)
-        discarded(RuntimeError("aborted"))
-        committed("too late")
-        discarded(RuntimeError("again"))
-        return await future
-
-    with pytest.raises(RuntimeError, match="aborted"):
-        asyncio.run(scenario())
