@@ -21,6 +21,9 @@ app = faust.App(
     topic_partitions=settings.partitions,
     topic_replication_factor=1,
     topic_disable_leader=True,
+    # Standby replicas restore changelogs in the background; under exactly-once
+    # that races with wiping a partition's uncommitted local state, so none yet.
+    table_standby_replicas=0,
     broker_session_timeout=settings.session_timeout_s,
     broker_heartbeat_interval=max(settings.session_timeout_s / 10, 0.5),
     web_port=settings.web_port,

@@ -42,6 +42,7 @@ from config import GUARANTEES, REPO_ROOT, Settings
 from tools import broker
 from tools.kafka import admin, producer_config
 from tools.loadgen import LoadSpec
+from tools.reconcile import SENTINEL_HEADER
 from tools.run import PipelineRun
 from tools.workers import Worker, wait_for
 
@@ -187,13 +188,16 @@ class FaultRun:
     def _kill(self) -> None:
         worker = self._live_worker()
         partitions = _owned(worker)
-        before = self._committed(partitions)
+        before = self._committed(partitions) if partitions else {}
         killed_at = time.monotonic()
         worker.kill()
         self.killed.add(worker.name)
         time.sleep(1.0)
         worker.start()  # same name, same data directory: a restart
-        self.outcome.recovery_s.append(round(self._time_to_progress(partitions, before, killed_at), 2))
+        if partitions:
+            self.outcome.recovery_s.append(round(self._time_to_progress(partitions, before, killed_at), 2))
+        else:
+            self.outcome.notes.append(f"{worker.name} owned no partition when killed: no recovery time")
 
     def _zombie(self) -> None:
         worker = self._live_worker()
@@ -301,7 +305,8 @@ class FaultRun:
         producer.init_transactions(30)
         producer.begin_transaction()
         for tp in tps:
-            producer.produce(tp.topic, key=b"sentinel", value=b"sentinel", partition=tp.partition)
+            producer.produce(tp.topic, key=b"sentinel", value=b"sentinel", partition=tp.partition,
+                             headers=[(SENTINEL_HEADER, b"1")])
         producer.commit_transaction(30)
         seen: list[bytes] = []
         deadline = time.monotonic() + 30

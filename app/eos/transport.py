@@ -233,16 +233,20 @@ class TransactionManager(FaustTransactionManager):
         log.info("Claimed %s (fenced any previous owner)", transaction.transactional_id)
 
     def _wipe_table_partitions(self, partitions: Iterable[int]) -> None:
+        recovery = self.app.tables.recovery
         for table in self.app.tables.values():
             store = table.data
+            changelog = table.changelog_topic.get_topic_name()
             if not hasattr(store, "partition_path"):  # not RocksDB: state is not per partition
                 store.reset_state()
-                continue
             for partition in partitions:
-                db = store._dbs.pop(partition, None)
-                if db is not None:
-                    db.close()
-                shutil.rmtree(store.partition_path(partition), ignore_errors=True)
+                if hasattr(store, "partition_path"):
+                    db = store._dbs.pop(partition, None)
+                    if db is not None:
+                        db.close()
+                    shutil.rmtree(store.partition_path(partition), ignore_errors=True)
+                # recovery remembers how far it restored a partition it keeps: make it start over
+                recovery.revoke(TP(changelog, partition))
                 log.warning("Wiped %s partition %d: it held uncommitted effects", table.name, partition)
 
     async def stable_committed_offsets(self, tps: Iterable[TP]) -> dict[TP, Optional[int]]:
