@@ -3,7 +3,6 @@ import json
 
 import pytest
 
-from agents.logic import add_to_total
 from agents.validation import Reason
 from config import load
 from tools.reconcile import Expectation, Problems, Rec, check_dead_letters, check_update_stream, compare_finals, expect
