@@ -140,7 +140,6 @@ class FaultRun:
         self.admin = admin(self.settings)
         self.load_error: Optional[BaseException] = None
         self.outcome = Outcome(guarantee=guarantee, plan=asdict(plan))
-        self.killed: set[str] = set()  # workers whose death the harness caused
         self.retired: list[Worker] = []  # workers the harness stopped on purpose
 
     # -- the run ----------------------------------------------------------------
@@ -191,7 +190,6 @@ class FaultRun:
         before = self._committed(partitions) if partitions else {}
         killed_at = time.monotonic()
         worker.kill()
-        self.killed.add(worker.name)
         time.sleep(1.0)
         worker.start()  # same name, same data directory: a restart
         if partitions:

@@ -237,10 +237,11 @@ class TransactionManager(FaustTransactionManager):
         for table in self.app.tables.values():
             store = table.data
             changelog = table.changelog_topic.get_topic_name()
-            if not hasattr(store, "partition_path"):  # not RocksDB: state is not per partition
+            per_partition = hasattr(store, "partition_path")  # RocksDB; other stores are wiped whole
+            if not per_partition:
                 store.reset_state()
             for partition in partitions:
-                if hasattr(store, "partition_path"):
+                if per_partition:
                     db = store._dbs.pop(partition, None)
                     if db is not None:
                         db.close()
