@@ -43,7 +43,11 @@ def test_second_worker_joining_mid_stream_keeps_totals_exact(pipeline, guarantee
     run.produce(LoadSpec(count=6_000, seed=13, rate=1_500))
     report = run.reconcile(wait_s=DRAIN_S)
 
-    assert_reconciled(report)
+    if guarantee == "exactly_once":
+        assert_reconciled(report)
+    else:  # at-least-once may repeat updates around a hand-over, but must not lose any
+        lost = {kind for kind in report["problems"] if "lost event" in kind or kind == "dlq: missing"}
+        assert not lost, report["problems"]
     assert re.search(r"Resuming from committed offsets: \S", second.log_text()), "the second worker took no partition"
     assert first.alive() and second.alive()
     assert run.stop_all() == {"worker-0": 0, "worker-1": 0}
