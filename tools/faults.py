@@ -34,12 +34,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, IsolationLevel, Producer, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 import config
 from config import GUARANTEES, REPO_ROOT, Settings
 from tools import broker
+from app.eos.offsets import CommittedOffsets
 from tools.kafka import admin, producer_config
 from tools.loadgen import LoadSpec
 from tools.reconcile import SENTINEL_HEADER
@@ -117,9 +118,13 @@ class Verifier(threading.Thread):
         self._consumer.subscribe([settings.totals_topic])
 
     def run(self) -> None:
+        # Without committed offsets, a restarted broker can make it read a partition
+        # again from the start: count each (partition, offset) once.
+        next_offset: dict[int, int] = {}
         while not self._done.is_set():
             for msg in self._consumer.consume(500, timeout=0.5):
-                if not msg.error():
+                if not msg.error() and msg.offset() >= next_offset.get(msg.partition(), 0):
+                    next_offset[msg.partition()] = msg.offset() + 1
                     self.records += 1
         self._consumer.close()
 
@@ -137,10 +142,12 @@ class FaultRun:
         name = f"faults-{guarantee.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
         self.run = PipelineRun(name, run_dir / name, guarantee=guarantee, PARTITIONS=str(plan.partitions))
         self.settings = self.run.settings
-        self.admin = admin(self.settings)
         self.load_error: Optional[BaseException] = None
         self.outcome = Outcome(guarantee=guarantee, plan=asdict(plan))
         self.retired: list[Worker] = []  # workers the harness stopped on purpose
+        self.admin = admin(self.settings)
+        self._stale_admins: list = []  # kept alive: destroying a client right after a broker restart is not safe
+        self.committed = CommittedOffsets(self.settings.bootstrap_servers, self.settings.app_id)
 
     # -- the run ----------------------------------------------------------------
     def execute(self) -> Outcome:
@@ -228,13 +235,14 @@ class FaultRun:
             return
         how(self.settings)
         broker.ensure_running(self.settings)
+        # a client's cached leader epochs are stale now (FENCED_LEADER_EPOCH): use a new one
+        self._stale_admins.append(self.admin)
+        self.admin = admin(self.settings)
 
     # -- measurements -------------------------------------------------------------
     def _committed(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        group = self.settings.app_id
-        request = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in tps])]
-        result = self.admin.list_consumer_group_offsets(request)[group].result(timeout=30)
-        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions}
+        offsets = self.committed.read([TopicPartition(t, p) for t, p in tps])
+        return {(tp.topic, tp.partition): -1 if offset is None else offset for tp, offset in offsets.items()}
 
     def _time_to_progress(self, tps: list[tuple[str, int]], before: dict, since: float) -> float:
         """Seconds from ``since`` until a commit advances one of ``tps`` (or 120 s)."""
@@ -245,8 +253,9 @@ class FaultRun:
             time.sleep(0.25)
         return time.monotonic() - since
 
-    def _settle(self, quiet_s: float = 15.0, limit_s: float = 300.0) -> dict:
-        """Reconcile until the outputs are exact or stop changing for ``quiet_s``."""
+    def _settle(self, quiet_s: float = 60.0, limit_s: float = 300.0) -> dict:
+        """Reconcile until the outputs are exact or stop changing for ``quiet_s``
+        (longer than a recovery after a broker restart takes)."""
         deadline = time.monotonic() + limit_s
         last, last_change = None, time.monotonic()
         while True:
@@ -272,13 +281,12 @@ class FaultRun:
 
     def _no_open_transactions(self) -> bool:
         """LSO equals the high watermark on every output and changelog partition."""
-        client = self.admin
-        topics = [t for t in client.list_topics(timeout=30).topics if self._is_pipeline_output(t)]
+        topics = [t for t in self.admin.list_topics(timeout=30).topics if self._is_pipeline_output(t)]
         tps = [TopicPartition(t, p) for t in topics for p in range(self.plan.partitions)]
 
         def ends(level: IsolationLevel) -> dict:
-            futures = client.list_offsets({tp: OffsetSpec.latest() for tp in tps}, isolation_level=level)
-            return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+            futures = self.admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, isolation_level=level)
+            return {(tp.topic, tp.partition): f.result(30).offset for tp, f in futures.items()}
 
         for _ in range(10):  # a commit in flight holds the LSO back for a moment
             if ends(IsolationLevel.READ_COMMITTED) == ends(IsolationLevel.READ_UNCOMMITTED):
@@ -298,7 +306,7 @@ class FaultRun:
         ends = self.admin.list_offsets({tp: OffsetSpec.latest() for tp in tps})
         reader = Consumer({"bootstrap.servers": s.bootstrap_servers, "group.id": f"{s.app_id}-sentinel",
                            "isolation.level": "read_committed", "enable.auto.commit": False})
-        reader.assign([TopicPartition(tp.topic, tp.partition, f.result().offset) for tp, f in ends.items()])
+        reader.assign([TopicPartition(tp.topic, tp.partition, f.result(30).offset) for tp, f in ends.items()])
         producer = Producer(producer_config(s, **{"transactional.id": f"{s.app_id}-sentinel"}))
         producer.init_transactions(30)
         producer.begin_transaction()

@@ -18,14 +18,23 @@ A commit is one transaction, run start to finish on a worker thread::
 Nothing is produced outside this sequence, so a transaction is open only for
 the few milliseconds of a commit and a crash at any step leaves either all of
 it or none of it visible to ``read_committed`` readers.
+
+Each producer has its own thread, and every call into it has a deadline. Some
+librdkafka calls can block for ever when the broker restarts (the group
+coordinator request inside ``send_offsets_to_transaction`` never times out):
+past the deadline the producer is given up (:class:`TransactionStuck`) and
+whoever claims the id next fences it.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any, Sequence
+import queue
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable, Optional, Sequence
 
 from aiokafka.structs import RecordMetadata, TopicPartition as AioTopicPartition
-from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from app.eos.staging import SourceTP, StagedRecord
@@ -48,17 +57,8 @@ class TransactionFailed(Exception):
     """A transaction could not be committed and was aborted."""
 
 
-def group_metadata(bootstrap_servers: str, group_id: str) -> Any:
-    """Consumer-group metadata for ``send_offsets_to_transaction``.
-
-    Fencing follows the partition's transactional id, not the group
-    generation, so the metadata carries the group id only.
-    """
-    consumer = ConfluentConsumer({"bootstrap.servers": bootstrap_servers, "group.id": group_id})
-    try:
-        return consumer.consumer_group_metadata()
-    finally:
-        consumer.close()
+class TransactionStuck(Exception):
+    """A call into the producer did not return in time; the producer is unusable."""
 
 
 def transactional_id(app_id: str, tp: SourceTP) -> str:
@@ -66,25 +66,42 @@ def transactional_id(app_id: str, tp: SourceTP) -> str:
 
 
 class PartitionTransaction:
-    """The transactional producer of one input partition. Blocking: run in a thread."""
+    """The transactional producer of one input partition, driven from the event loop."""
 
-    def __init__(self, tp: SourceTP, *, app_id: str, producer_config: dict[str, Any], group: Any) -> None:
+    def __init__(
+        self, tp: SourceTP, *, app_id: str, producer_config: dict[str, Any], group: Any, call_timeout_s: float
+    ) -> None:
         self.tp = tp
         self.transactional_id = transactional_id(app_id, tp)
         self._group = group
-        self._timeout_s = producer_config["transaction.timeout.ms"] / 1000
+        self._timeout_s = call_timeout_s
         self._producer = Producer({**producer_config, "transactional.id": self.transactional_id})
+        self._thread = CallThread(f"eos-{self.transactional_id}")
 
-    def init(self) -> None:
+    async def init(self) -> None:
         """Claim the id: aborts the previous owner's open transaction and fences it."""
-        self._producer.init_transactions(self._timeout_s)
+        await self._call(self._producer.init_transactions, self._timeout_s)
 
-    def commit(self, records: Sequence[StagedRecord], offset: int) -> list[RecordMetadata]:
+    async def commit(self, records: Sequence[StagedRecord], offset: int) -> list[RecordMetadata]:
         """Produce ``records`` and commit them with input offset ``offset``, atomically.
 
         Returns each record's metadata, in order. Raises :class:`ProducerFenced`
-        or :class:`TransactionFailed`; in both cases nothing became visible.
+        or :class:`TransactionFailed` (nothing became visible), or
+        :class:`TransactionStuck` (the outcome is unknown until the id is claimed again).
         """
+        return await self._call(self._commit, records, offset)
+
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        call = asyncio.wrap_future(self._thread.submit(fn, *args))
+        deadline_s = self._timeout_s * 2 + 5  # a commit makes two bounded calls (flush, then commit or abort)
+        try:
+            return await asyncio.wait_for(call, deadline_s)
+        except asyncio.TimeoutError:
+            raise TransactionStuck(
+                f"{self.transactional_id}: {fn.__name__} did not return within {deadline_s:.0f} s"
+            ) from None
+
+    def _commit(self, records: Sequence[StagedRecord], offset: int) -> list[RecordMetadata]:
         delivered: list[RecordMetadata | None] = [None] * len(records)
         errors: list[KafkaError] = []
 
@@ -141,8 +158,49 @@ class PartitionTransaction:
         raise TransactionFailed(f"{self.transactional_id}: {error.str()} (aborted)") from exc
 
     def close(self) -> None:
-        """Drop the producer; an open transaction is aborted by the next owner."""
-        self._producer.flush(0)
+        """Drop the producer; an open transaction is aborted by the next owner.
+
+        The producer is released on its own thread, after any call still
+        running there: destroying it can block, and it must not block the loop.
+        """
+        self._thread.submit(_release, self._producer)
+        del self._producer
+        self._thread.close()
+
+
+def _release(producer: Producer) -> None:
+    """Runs on the producer's thread; the last reference goes when this returns."""
+
+
+class CallThread:
+    """A daemon thread running calls one at a time, in order.
+
+    Daemon, unlike an executor's threads: a call stuck inside librdkafka must
+    not keep the worker process from exiting.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._calls: queue.SimpleQueue[Optional[tuple[Future, Callable[..., Any], tuple]]] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name=name, daemon=True).start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        future: Future = Future()
+        self._calls.put((future, fn, args))
+        return future
+
+    def close(self) -> None:
+        """Stop after the calls already submitted."""
+        self._calls.put(None)
+
+    def _serve(self) -> None:
+        while (call := self._calls.get()) is not None:
+            future, fn, args = call
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as exc:  # handed to the caller
+                    future.set_exception(exc)
+            del call, future, fn, args  # drop references (the producer's, at close) on this thread
 
 
 def _metadata(msg: Message) -> RecordMetadata:

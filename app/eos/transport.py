@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Awaitable, Iterable, Mapping, Optional, Set
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaException
 from faust.streams import current_event
 from faust.transport.consumer import TransactionManager as FaustTransactionManager
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -36,8 +36,13 @@ from faust.types.tuples import FutureMessage, RecordMetadata
 
 from config import settings
 from app.eos.staging import Source, SourceTP, StagedRecord, Staging
-from app.eos.offsets import last_stable_offsets, stable_committed_offsets
-from app.eos.transaction import PartitionTransaction, ProducerFenced, TransactionFailed, group_metadata
+from app.eos.offsets import CommittedOffsets
+from app.eos.transaction import (
+    PartitionTransaction,
+    ProducerFenced,
+    TransactionFailed,
+    TransactionStuck,
+)
 
 log = logging.getLogger(__name__)
 
@@ -59,19 +64,20 @@ class TransactionManager(FaustTransactionManager):
         self._dirty: set[int] = set()  # table partitions holding uncommitted effects
         self._group: Any = None
         self._ownership = asyncio.Lock()  # commits never overlap a change of owned partitions
-        self._threads = ThreadPoolExecutor(max_workers=8, thread_name_prefix="eos-commit")
+        self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="eos-admin")
 
     # -- lifecycle -----------------------------------------------------------
     async def on_start(self) -> None:
         wipe_tables_after_unclean_stop(Path(self.app.conf.tabledir))
-        self._group = await self._in_thread(group_metadata, self._bootstrap_servers(), self.app.conf.id)
-        self._admin = AdminClient({"bootstrap.servers": self._bootstrap_servers()})
+        self._committed = CommittedOffsets(self._bootstrap_servers(), self.app.conf.id)
+        self._group = self._committed.group_metadata()
 
     async def on_stop(self) -> None:
         await super().on_stop()
         for transaction in self._transactions.values():
             transaction.close()
         self._transactions.clear()
+        self._committed.close()
         self._threads.shutdown(wait=False)
 
     def stopped_cleanly(self) -> bool:
@@ -170,12 +176,15 @@ class TransactionManager(FaustTransactionManager):
             return False
         records = self.staging.take(tp, offset)
         try:
-            metadata = await self._in_thread(transaction.commit, records, offset)
-        except ProducerFenced as exc:
-            log.warning("Fenced: %s; another worker owns %s[%d] now", exc, tp.topic, tp.partition)
+            metadata = await transaction.commit(records, offset)
+        except (ProducerFenced, TransactionStuck) as exc:
+            # Either another worker owns the partition now, or this producer is
+            # unusable: give the partition up and let the group assign it again.
+            log.warning("Giving up %s[%d]: %s", tp.topic, tp.partition, exc)
             self.staging.put_back(tp, records)
-            del self._transactions[tp]
+            self._transactions.pop(tp).close()
             self._lose(tp, str(exc))
+            self.consumer.request_rejoin()
             return False
         except TransactionFailed as exc:
             log.warning("Commit of %s[%d] up to %d failed, will retry: %s", tp.topic, tp.partition, offset, exc)
@@ -224,11 +233,21 @@ class TransactionManager(FaustTransactionManager):
             await asyncio.gather(*(self._claim(tp) for tp in claim))
 
     async def _claim(self, tp: SourceTP) -> None:
-        conf = self.app.conf
         transaction = PartitionTransaction(
-            tp, app_id=conf.id, producer_config=self._producer_config(), group=self._group
+            tp,
+            app_id=self.app.conf.id,
+            producer_config=self._producer_config(),
+            group=self._group,
+            call_timeout_s=min(10.0, settings.transaction_timeout_ms / 1000 / 3),
         )
-        await self._in_thread(transaction.init)
+        try:
+            await transaction.init()
+        except (KafkaException, TransactionStuck) as exc:
+            # Unclaimed, the partition's events cannot commit: ask for another rebalance.
+            log.warning("Could not claim %s, rejoining the group: %s", transaction.transactional_id, exc)
+            transaction.close()
+            self.consumer.request_rejoin()
+            return
         self._transactions[tp] = transaction
         log.info("Claimed %s (fenced any previous owner)", transaction.transactional_id)
 
@@ -255,12 +274,7 @@ class TransactionManager(FaustTransactionManager):
         tps = list(tps)
         if not tps:
             return {}
-        return await self._in_thread(stable_committed_offsets, self._admin, self.app.conf.id, tps)
-
-    async def last_stable_offsets(self, tps: Iterable[TP]) -> dict[TP, int]:
-        """Where ``read_committed`` readers of ``tps`` stop now (the LSO)."""
-        tps = list(tps)
-        return await self._in_thread(last_stable_offsets, self._admin, tps) if tps else {}
+        return await self._in_thread(self._committed.read, tps)
 
     # -- helpers ---------------------------------------------------------------
     def _bootstrap_servers(self) -> str:
@@ -305,6 +319,11 @@ class Consumer(faust_aiokafka.Consumer):
             log.info("Handing over partitions; committed offsets: %s", _offsets_text(self._committed_offset))
         await super().on_partitions_revoked(revoked)
 
+    def request_rejoin(self) -> None:
+        """Make the group rebalance soon: partitions are then claimed afresh."""
+        coordinator = self._thread._ensure_consumer()._coordinator
+        self._thread.thread_loop.call_soon_threadsafe(coordinator.request_rejoin)
+
     async def seek_to_committed(self) -> Mapping[TP, int]:
         if self.in_transaction:
             offsets = await self._seek_to_stable_offsets()
@@ -316,10 +335,19 @@ class Consumer(faust_aiokafka.Consumer):
 
     async def highwaters(self, *partitions: TP) -> Mapping[TP, int]:
         # Faust reads these from the last fetch response, which may not exist yet
-        # for a partition just assigned; recovery then misjudges where it ends
+        # for a partition just assigned; recovery then misjudges where it ends.
+        # Asked of the broker, a read_committed consumer's end offsets are the LSOs.
         if self.in_transaction:
-            return await self.transactions.last_stable_offsets(partitions)
+            consumer = self._thread._ensure_consumer()
+            ends = await self._thread.call_thread(consumer.end_offsets, list(partitions))
+            return {TP(tp.topic, tp.partition): offset for tp, offset in ends.items()}
         return await super().highwaters(*partitions)
+
+    async def _seek(self, tp: TP, offset: int) -> None:
+        # On the consumer's own thread: a seek from this one races with a fetch
+        # in progress there (aiokafka then fails with a KeyError in its fetcher).
+        consumer = self._thread._ensure_consumer()
+        await self._thread.call_thread(consumer.seek, tp, offset)
 
     async def _seek_to_stable_offsets(self) -> Mapping[TP, Optional[int]]:
         # A plain offset fetch can return the offset before a transaction whose
