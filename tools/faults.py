@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import random
 import re
 import signal
@@ -41,7 +42,7 @@ import config
 from config import GUARANTEES, REPO_ROOT, Settings
 from tools import broker
 from app.eos.offsets import CommittedOffsets
-from tools.kafka import admin, producer_config
+from tools.kafka import CLIENT_LOG, admin, producer_config
 from tools.loadgen import LoadSpec
 from tools.reconcile import SENTINEL_HEADER
 from tools.run import PipelineRun
@@ -114,6 +115,7 @@ class Verifier(threading.Thread):
             "isolation.level": "read_committed",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
+            "logger": CLIENT_LOG,
         })
         self._consumer.subscribe([settings.totals_topic])
 
@@ -390,6 +392,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         workers=args.workers, partitions=args.partitions, rate=args.rate, duration_s=args.duration, seed=args.seed,
     )
     settings = config.load()
+    CLIENT_LOG.setLevel(logging.CRITICAL)  # the broker goes away on purpose: its clients' complaints are expected
     if settings.use_local_broker:
         broker.ensure_running(settings)
     guarantees = GUARANTEES if args.guarantee == "both" else (args.guarantee,)

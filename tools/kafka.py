@@ -1,12 +1,18 @@
 """Small confluent-kafka helpers shared by the tools: topics and clients."""
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from config import Settings
+
+
+# librdkafka's own log lines (connection errors and the like) from the tools' clients;
+# the fault harness silences it, since restarting the broker is what it does.
+CLIENT_LOG = logging.getLogger("faust_eos.kafka_client")
 
 
 class TopicError(RuntimeError):
@@ -49,6 +55,7 @@ def producer_config(settings: Settings, **extra: Any) -> dict[str, Any]:
         "acks": "all",
         "linger.ms": 5,
         "partitioner": "murmur2_random",
+        "logger": CLIENT_LOG,
         **extra,
     }
 
@@ -62,5 +69,6 @@ def committed_reader_config(settings: Settings, **extra: Any) -> dict[str, Any]:
         "isolation.level": "read_committed",
         "enable.partition.eof": True,
         "auto.offset.reset": "earliest",
+        "logger": CLIENT_LOG,
         **extra,
     }

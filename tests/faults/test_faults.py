@@ -11,24 +11,7 @@ from tools.faults import FAULTS, FaultRun, Plan, summary
 SHORT = dict(workers=3, partitions=6, rate=150.0, duration_s=30.0)
 
 
-BROKER_RESTART_HANGS = pytest.mark.xfail(
-    strict=True,
-    reason="known defect: after a broker restart, commits block in send_offsets_to_transaction "
-    "and the workers stop making progress (see the issue notes)",
-)
-
-
-RARE_DUPLICATES = pytest.mark.xfail(
-    strict=False,
-    reason="known defect: a single fault usually comes out exact, but runs have shown a rare "
-    "duplicate update (1 in 4,196 events after one kill); see the issue notes",
-)
-
-
-@pytest.mark.parametrize(
-    "fault",
-    [pytest.param(f, marks=BROKER_RESTART_HANGS if f.startswith("broker-") else RARE_DUPLICATES) for f in FAULTS],
-)
+@pytest.mark.parametrize("fault", FAULTS)
 def test_exactly_once_stays_exact(kafka, tmp_path, fault):
     outcome = FaultRun(Plan(faults={fault: 1}, seed=7, **SHORT), "exactly_once", tmp_path).execute()
 

@@ -53,11 +53,6 @@ def test_second_worker_joining_mid_stream_keeps_totals_exact(pipeline, guarantee
     assert run.stop_all() == {"worker-0": 0, "worker-1": 0}
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known intermittent defect: after a clean restart the worker sometimes stops committing "
-    "a few seconds in (see the issue notes); passes on most runs",
-)
 def test_restarted_worker_resumes_from_its_committed_state(pipeline):
     run = pipeline("exactly_once")
     run.produce(LoadSpec(count=2_000, seed=14))
