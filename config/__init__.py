@@ -15,6 +15,7 @@ from typing import Callable, Mapping, TypeVar
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 GUARANTEES = ("exactly_once", "at_least_once")
+PROFILES = ("local", "production")
 
 T = TypeVar("T")
 
@@ -39,6 +40,7 @@ class Settings:
 
     # --- pipeline ------------------------------------------------------
     app_id: str  # APP_ID: Faust app id = consumer group and id prefix
+    profile: str  # PROFILE: local | production (production checks the cluster's durability at worker start)
     processing_guarantee: str  # PROCESSING_GUARANTEE: exactly_once | at_least_once
     commit_interval_ms: int  # COMMIT_INTERVAL_MS: how often offsets/transactions commit
     transaction_timeout_ms: int  # TRANSACTION_TIMEOUT_MS
@@ -112,6 +114,12 @@ def _guarantee(raw: str) -> str:
     return raw
 
 
+def _profile(raw: str) -> str:
+    if raw not in PROFILES:
+        raise ValueError(raw)
+    return raw
+
+
 def child_env(**overrides: str) -> dict[str, str]:
     """This process's environment plus ``overrides``: for starting workers and tools."""
     return {**os.environ, **overrides}
@@ -132,6 +140,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         broker_home=_read(env, "BROKER_HOME", REPO_ROOT / ".kafka", lambda s: Path(s).resolve(), "a directory"),
         broker_start_timeout_s=_read(env, "BROKER_START_TIMEOUT_S", 90.0, _positive_float, "seconds, e.g. 90"),
         app_id=_read(env, "APP_ID", "faust-eos", str, "a Kafka consumer group id"),
+        profile=_read(env, "PROFILE", "local", _profile, "use local or production"),
         processing_guarantee=_read(
             env, "PROCESSING_GUARANTEE", "exactly_once", _guarantee, "use exactly_once or at_least_once"
         ),
@@ -156,4 +165,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
     return settings
 
 
-settings = load()
+try:
+    settings = load()
+except ConfigError as exc:  # one line, not a traceback, for whatever imports the settings
+    raise SystemExit(f"error: {exc}") from None
