@@ -160,14 +160,6 @@ class Reader:
         self.pos += length
         return value
 
-    def compact_bytes(self) -> bytes | None:
-        length = self.uvarint() - 1
-        if length < 0:
-            return None
-        value = self.data[self.pos : self.pos + length]
-        self.pos += length
-        return value
-
     def compact_array(self, read: Callable[[], T]) -> list[T]:
         count = self.uvarint() - 1
         return [read() for _ in range(max(count, 0))]
@@ -175,7 +167,8 @@ class Reader:
     def tags(self) -> None:
         for _ in range(self.uvarint()):
             self.uvarint()  # tag
-            self.pos += self.uvarint()  # size, then skip the value
+            size = self.uvarint()
+            self.pos += size  # skip the value
 
     def done(self) -> bool:
         return self.pos == len(self.data)

@@ -15,11 +15,10 @@ holds it open although its coordinator no longer knows it.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
-from confluent_kafka import Producer
+from confluent_kafka import IsolationLevel, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from tools.kafka_wire import (
@@ -113,14 +112,6 @@ class HangingTransaction:
     reasons: tuple[str, ...]
     blocks_lso: bool
     lso_lag: int
-
-
-@dataclass
-class AbortResult:
-    """What an abort did, per partition (error None = marker written)."""
-
-    producer_id: int
-    partitions: dict[TopicPartitionKey, Optional[str]] = field(default_factory=dict)
 
 
 # --- requests ----------------------------------------------------------------
