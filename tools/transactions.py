@@ -70,7 +70,8 @@ class Transaction:
         return self.state in OPEN_STATES
 
     def age_s(self, now_ms: int) -> Optional[float]:
-        return (now_ms - self.start_time_ms) / 1000 if self.start_time_ms >= 0 else None
+        """Seconds the open transaction has been open; None when none is."""
+        return (now_ms - self.start_time_ms) / 1000 if self.open and self.start_time_ms >= 0 else None
 
 
 @dataclass(frozen=True)
@@ -518,7 +519,7 @@ def hanging_rows(hanging: list[HangingTransaction], now_ms: int) -> list[tuple[s
     rows = []
     for h in hanging:
         p, t = h.producer, h.transaction
-        age = t.age_s(now_ms) if t is not None and t.open else None
+        age = t.age_s(now_ms) if t is not None else None
         rows.append((f"{p.topic}-{p.partition}", t.transactional_id if t else "(unknown)", str(p.producer_id),
                      str(p.txn_start_offset), "yes" if h.blocks_lso else "no", str(h.lso_lag), _age(age),
                      "; ".join(h.reasons)))

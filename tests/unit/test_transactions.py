@@ -111,10 +111,10 @@ def test_lso_rows_name_the_producer_holding_the_lso():
 
 
 def test_transaction_rows_show_age_and_partitions():
-    closed = Transaction("idle", "Empty", 9, 4, 30_000, -1, ())
+    closed = Transaction("idle", "CompleteCommit", 9, 4, 30_000, NOW_MS - 2_000, ())  # start of the last one
     assert transaction_rows([ongoing(), closed], NOW_MS) == [
         ("tid", "7", "1", "Ongoing", "5.0 s", "60 s", "t-0"),
-        ("idle", "9", "4", "Empty", "-", "30 s", "-"),
+        ("idle", "9", "4", "CompleteCommit", "-", "30 s", "-"),
     ]
 
 
