@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Optional
+from typing import NoReturn, Optional
 
 import click
+from confluent_kafka.admin import AdminClient
 from faust.cli import AppCommand, argument, option
 
 from app import app
@@ -19,31 +20,28 @@ from config import settings
 from tools import transactions as txn
 from tools.kafka_wire import Cluster, KafkaWireError
 
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _connect(command: AppCommand) -> tuple[Cluster, object]:
-    try:
-        return txn.connect(settings.bootstrap_servers)
-    except txn.TransactionToolError as exc:
-        _fail(command, str(exc))
-
-
-def _fail(command: AppCommand, message: str) -> None:
+def _fail(command: AppCommand, message: str) -> NoReturn:
     command.say(f"error: {message}", file=sys.stderr)
     sys.exit(1)
 
 
 class _Operation:
-    """Runs a block against the cluster; a failure prints one line and exits 1."""
+    """Connects to the cluster for a block; any failure prints one ``error:`` line and exits 1."""
 
     def __init__(self, command: AppCommand) -> None:
         self.command = command
 
-    def __enter__(self) -> tuple[Cluster, object]:
-        self.cluster, self.admin = _connect(self.command)
-        return self.cluster, self.admin
+    def __enter__(self) -> tuple[Cluster, AdminClient]:
+        try:
+            self.cluster, admin = txn.connect(settings.bootstrap_servers)
+        except txn.TransactionToolError as exc:
+            _fail(self.command, str(exc))
+        return self.cluster, admin
 
     def __exit__(self, kind, exc, tb) -> Optional[bool]:
         self.cluster.close()
@@ -117,11 +115,11 @@ async def abort_transaction(self: AppCommand, transactional_id: Optional[str], t
             found = txn.describe_transactions(cluster, [transactional_id]).get(transactional_id)
             if found is None:
                 raise txn.TransactionToolError(f"transactional id {transactional_id!r} is unknown to its coordinator")
-            if not found.open:
+            if found.state != "Ongoing":  # Prepare*: its coordinator is already ending it
                 raise txn.TransactionToolError(
-                    f"transactional id {transactional_id!r} has no open transaction (state {found.state})")
+                    f"transactional id {transactional_id!r} has no ongoing transaction to abort (state {found.state})")
             partitions = list(found.partitions)
-            what = (f"the {found.state} transaction of {transactional_id!r} (producer {found.producer_id}, "
+            what = (f"the ongoing transaction of {transactional_id!r} (producer {found.producer_id}, "
                     f"open {found.age_s(_now_ms()) or 0:.1f} s) on {len(partitions)} partition(s)")
         else:
             partitions = [(topic, partition)]

@@ -429,7 +429,18 @@ def find_hanging(cluster: Cluster, admin: AdminClient, topics: Optional[list[str
         if reasons:
             found.append(HangingTransaction(producer, transaction, reasons, blocks_lso,
                                             partition.lso_lag if blocks_lso else 0))
-    return found
+    if not found:
+        return []
+    # A short transaction may have ended between the partition's answer and the
+    # coordinator's: keep only what the partitions still hold open at the same offset.
+    still_open = {(p.topic, p.partition, p.producer_id, p.txn_start_offset)
+                  for p in describe_producers(cluster, {(h.producer.topic, h.producer.partition):
+                                                        leaders[(h.producer.topic, h.producer.partition)]
+                                                        for h in found})
+                  if p.in_transaction}
+    return [h for h in found
+            if (h.producer.topic, h.producer.partition, h.producer.producer_id, h.producer.txn_start_offset)
+            in still_open]
 
 
 def abort_by_transactional_id(bootstrap_servers: str, transaction: Transaction, timeout_s: float = 60.0) -> None:
