@@ -17,6 +17,7 @@ and exits with status 1.
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -25,6 +26,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from config import Settings, settings
+from tools.kafka_wire import Cluster, KafkaWireError
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 PRODUCTION_REPLICATION_FACTOR = 3
@@ -80,9 +82,28 @@ def _int_config(entries: dict[str, Any], name: str) -> int:
     return int(entries[name].value)
 
 
+def wait_reachable(bootstrap_servers: str, timeout_s: float) -> None:
+    """Return once a broker answers Kafka requests; raise KafkaWireError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            Cluster(bootstrap_servers, timeout_s=5.0).close()
+            return
+        except KafkaWireError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
+
+
 def gather(settings: Settings, topics: list[str], timeout_s: float = REACH_TIMEOUT_S) -> ClusterFacts:
-    """Ask the cluster for what :func:`problems` checks; raises KafkaException if it cannot be reached."""
-    admin = AdminClient({"bootstrap.servers": settings.bootstrap_servers})
+    """Ask the cluster for what :func:`problems` checks.
+
+    Raises KafkaWireError if no broker answers within ``timeout_s``, KafkaException
+    if a request fails.
+    """
+    wait_reachable(settings.bootstrap_servers, timeout_s)
+    # errors reach us as exceptions; librdkafka's own connection logs would only repeat them
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap_servers, "log_level": 2})
     metadata = admin.list_topics(timeout=timeout_s)
     brokers = [ConfigResource(ResourceType.BROKER, str(node_id)) for node_id in sorted(metadata.brokers)]
     resources = list(brokers)
@@ -125,9 +146,9 @@ class Worker(faust.Worker):
     def execute_from_commandline(self) -> NoReturn:
         try:
             facts = gather(settings, checked_topics(self.app))
-        except (KafkaException, TimeoutError) as exc:
-            reason = exc.args[0].str() if isinstance(exc, KafkaException) else "timed out"
-            _exit([f"cannot check the settings against Kafka at {settings.bootstrap_servers}: {reason} "
+        except (KafkaException, KafkaWireError, TimeoutError) as exc:
+            reason = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc) or "timed out"
+            _exit([f"cannot check the settings against the cluster: {reason} "
                    "(is the broker running? see KAFKA_BOOTSTRAP_SERVERS)"])
         found = problems(settings, facts)
         if found:
