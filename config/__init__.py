@@ -3,7 +3,9 @@
 Nothing else in the project reads ``os.environ``: import :data:`settings`
 (or call :func:`load`) instead. Each setting has a default that works on a
 laptop with the project's own local broker; a bad value raises
-:class:`ConfigError` with one line naming the variable and the fix.
+:class:`ConfigError` with one line naming the variable and the fix; importing
+:data:`settings` with a bad environment exits with that line (status 1).
+Checks that need the cluster run when a worker starts (:mod:`app.preflight`).
 """
 from __future__ import annotations
 
