@@ -1,13 +1,15 @@
 """The faust-eos Faust app: ``faust -A app worker`` starts a worker.
 
 Builds the :class:`faust.App` from :mod:`config`, then imports the tables,
-agents, web views and commands that register themselves on it.
+agents, web views and commands that register themselves on it. Workers check
+the settings against the cluster before starting (:mod:`app.preflight`).
 """
 from __future__ import annotations
 
 import faust
 
 from app import eos  # noqa: F401  registers the eos:// transport
+from app.preflight import Worker
 from config import settings
 
 settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -29,8 +31,9 @@ app = faust.App(
     web_port=settings.web_port,
     web_host="localhost",
     web_bind="localhost",
+    Worker=Worker,  # checks the settings against the cluster before a worker starts
 )
 
 import tables  # noqa: E402,F401
 import agents.payments  # noqa: E402,F401
-from app import commands, views  # noqa: E402,F401
+from app import commands, transaction_commands, views  # noqa: E402,F401

@@ -3,7 +3,9 @@
 Nothing else in the project reads ``os.environ``: import :data:`settings`
 (or call :func:`load`) instead. Each setting has a default that works on a
 laptop with the project's own local broker; a bad value raises
-:class:`ConfigError` with one line naming the variable and the fix.
+:class:`ConfigError` with one line naming the variable and the fix; importing
+:data:`settings` with a bad environment exits with that line (status 1).
+Checks that need the cluster run when a worker starts (:mod:`app.preflight`).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Callable, Mapping, TypeVar
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 GUARANTEES = ("exactly_once", "at_least_once")
+PROFILES = ("local", "production")
 
 T = TypeVar("T")
 
@@ -39,6 +42,7 @@ class Settings:
 
     # --- pipeline ------------------------------------------------------
     app_id: str  # APP_ID: Faust app id = consumer group and id prefix
+    profile: str  # PROFILE: local | production (production checks the cluster's durability at worker start)
     processing_guarantee: str  # PROCESSING_GUARANTEE: exactly_once | at_least_once
     commit_interval_ms: int  # COMMIT_INTERVAL_MS: how often offsets/transactions commit
     transaction_timeout_ms: int  # TRANSACTION_TIMEOUT_MS
@@ -112,6 +116,12 @@ def _guarantee(raw: str) -> str:
     return raw
 
 
+def _profile(raw: str) -> str:
+    if raw not in PROFILES:
+        raise ValueError(raw)
+    return raw
+
+
 def child_env(**overrides: str) -> dict[str, str]:
     """This process's environment plus ``overrides``: for starting workers and tools."""
     return {**os.environ, **overrides}
@@ -132,6 +142,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         broker_home=_read(env, "BROKER_HOME", REPO_ROOT / ".kafka", lambda s: Path(s).resolve(), "a directory"),
         broker_start_timeout_s=_read(env, "BROKER_START_TIMEOUT_S", 90.0, _positive_float, "seconds, e.g. 90"),
         app_id=_read(env, "APP_ID", "faust-eos", str, "a Kafka consumer group id"),
+        profile=_read(env, "PROFILE", "local", _profile, "use local or production"),
         processing_guarantee=_read(
             env, "PROCESSING_GUARANTEE", "exactly_once", _guarantee, "use exactly_once or at_least_once"
         ),
@@ -156,4 +167,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
     return settings
 
 
-settings = load()
+try:
+    settings = load()
+except ConfigError as exc:  # one line, not a traceback, for whatever imports the settings
+    raise SystemExit(f"error: {exc}") from None

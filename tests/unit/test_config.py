@@ -12,6 +12,7 @@ def test_defaults_use_the_local_broker_with_exactly_once():
     assert (s.partitions, s.commit_interval_ms, s.transaction_timeout_ms) == (6, 100, 60_000)
     assert (s.max_event_bytes, s.max_amount_cents, s.window_seconds) == (4096, 100_000_000, 60)
     assert s.input_topic == "payments" and s.dlq_topic == "payments-dlq"
+    assert s.profile == "local"
 
 
 def test_empty_values_mean_the_default():
@@ -44,6 +45,7 @@ def test_topic_prefix_goes_before_every_topic():
         ({"COMMIT_INTERVAL_MS": "abc"}, "COMMIT_INTERVAL_MS"),
         ({"DEDUP_RETENTION_DAYS": "0"}, "DEDUP_RETENTION_DAYS"),
         ({"BROKER_PORT": "port"}, "BROKER_PORT"),
+        ({"PROFILE": "prod"}, "PROFILE"),
     ],
     ids=repr,
 )

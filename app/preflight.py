@@ -1,0 +1,156 @@
+"""Checks a worker makes against the cluster before it starts, so a bad setting stops it at once.
+
+Settings that are wrong on their own (an unknown PROCESSING_GUARANTEE, a commit
+interval too close to the transaction timeout) are refused when :mod:`config`
+loads. What needs the cluster is checked here, when ``faust -A app worker``
+starts (through the app's ``Worker`` class; other commands skip it):
+
+* under exactly-once, TRANSACTION_TIMEOUT_MS must not exceed the brokers'
+  ``transaction.max.timeout.ms``;
+* existing input and changelog topics must have PARTITIONS partitions;
+* with PROFILE=production, the transaction state log must be replicated enough
+  for exactly-once to survive a broker loss (replication factor 3, min ISR 2).
+
+Each problem is one line naming the setting and the fix; the worker prints them
+and exits with status 1.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import faust
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+from config import Settings, settings
+from tools.kafka_wire import Cluster, KafkaWireError
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+PRODUCTION_REPLICATION_FACTOR = 3
+PRODUCTION_MIN_ISR = 2
+REACH_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """What the checks need to know about the cluster."""
+
+    max_transaction_timeout_ms: int  # lowest transaction.max.timeout.ms over the brokers
+    state_log_replication_factor: int  # lowest transaction.state.log.replication.factor
+    state_log_min_isr: int  # lowest transaction.state.log.min.isr
+    topic_partitions: dict[str, int]  # existing topics among those checked -> partition count
+    state_topic_replication_factor: int | None  # of __transaction_state, if it exists
+    state_topic_min_isr: int | None  # min.insync.replicas of __transaction_state, if it exists
+
+
+def problems(settings: Settings, facts: ClusterFacts) -> list[str]:
+    """Every reason ``settings`` cannot run on this cluster, one line each."""
+    found = []
+    if settings.exactly_once and settings.transaction_timeout_ms > facts.max_transaction_timeout_ms:
+        found.append(
+            f"TRANSACTION_TIMEOUT_MS={settings.transaction_timeout_ms} is above the brokers' "
+            f"transaction.max.timeout.ms={facts.max_transaction_timeout_ms}: set TRANSACTION_TIMEOUT_MS to at most "
+            f"{facts.max_transaction_timeout_ms} (or raise transaction.max.timeout.ms on the brokers)"
+        )
+    for topic, count in sorted(facts.topic_partitions.items()):
+        if count != settings.partitions:
+            found.append(
+                f"topic {topic!r} has {count} partitions but PARTITIONS={settings.partitions}: set "
+                f"PARTITIONS={count}, or delete the pipeline's topics so they are created with {settings.partitions}"
+            )
+    if settings.profile == "production" and settings.exactly_once:
+        durability = [
+            ("the brokers' transaction.state.log.replication.factor", facts.state_log_replication_factor,
+             PRODUCTION_REPLICATION_FACTOR),
+            ("the brokers' transaction.state.log.min.isr", facts.state_log_min_isr, PRODUCTION_MIN_ISR),
+            (f"the replication factor of {TRANSACTION_STATE_TOPIC}", facts.state_topic_replication_factor,
+             PRODUCTION_REPLICATION_FACTOR),
+            (f"min.insync.replicas of {TRANSACTION_STATE_TOPIC}", facts.state_topic_min_isr, PRODUCTION_MIN_ISR),
+        ]
+        short = [f"{what} is {value} (needs {needed})" for what, value, needed in durability
+                 if value is not None and value < needed]
+        if short:
+            found.append(f"PROFILE=production needs a transaction state log that survives a broker loss: "
+                         f"{', '.join(short)}: fix the cluster, or use PROFILE=local on a test cluster")
+    return found
+
+
+def _int_config(entries: dict[str, Any], name: str) -> int:
+    return int(entries[name].value)
+
+
+def wait_reachable(bootstrap_servers: str, timeout_s: float) -> None:
+    """Return once a broker answers Kafka requests; raise KafkaWireError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            Cluster(bootstrap_servers, timeout_s=5.0).close()
+            return
+        except KafkaWireError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
+
+
+def gather(settings: Settings, topics: list[str], timeout_s: float = REACH_TIMEOUT_S) -> ClusterFacts:
+    """Ask the cluster for what :func:`problems` checks.
+
+    Raises KafkaWireError if no broker answers within ``timeout_s``, KafkaException
+    if a request fails.
+    """
+    wait_reachable(settings.bootstrap_servers, timeout_s)
+    # errors reach us as exceptions; librdkafka's own connection logs would only repeat them
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap_servers, "log_level": 2})
+    metadata = admin.list_topics(timeout=timeout_s)
+    brokers = [ConfigResource(ResourceType.BROKER, str(node_id)) for node_id in sorted(metadata.brokers)]
+    resources = list(brokers)
+    state_topic = metadata.topics.get(TRANSACTION_STATE_TOPIC)
+    if state_topic is not None:
+        resources.append(ConfigResource(ResourceType.TOPIC, TRANSACTION_STATE_TOPIC))
+    described = {resource: future.result(timeout_s)
+                 for resource, future in admin.describe_configs(resources, request_timeout=timeout_s).items()}
+    broker_configs = [entries for resource, entries in described.items() if resource.restype == ResourceType.BROKER]
+    topic_configs = [entries for resource, entries in described.items() if resource.restype == ResourceType.TOPIC]
+    return ClusterFacts(
+        max_transaction_timeout_ms=min(_int_config(c, "transaction.max.timeout.ms") for c in broker_configs),
+        state_log_replication_factor=min(_int_config(c, "transaction.state.log.replication.factor")
+                                         for c in broker_configs),
+        state_log_min_isr=min(_int_config(c, "transaction.state.log.min.isr") for c in broker_configs),
+        topic_partitions={t: len(metadata.topics[t].partitions) for t in topics
+                          if t in metadata.topics and metadata.topics[t].error is None},
+        state_topic_replication_factor=(min(len(p.replicas) for p in state_topic.partitions.values())
+                                        if state_topic is not None and state_topic.partitions else None),
+        state_topic_min_isr=_int_config(topic_configs[0], "min.insync.replicas") if topic_configs else None,
+    )
+
+
+def checked_topics(app: faust.App) -> list[str]:
+    """The topics agents consume and the tables' changelogs."""
+    inputs = {topic for agent in app.agents.values() for topic in agent.channel.topics}
+    changelogs = {table.changelog_topic.get_topic_name() for table in app.tables.values()}
+    return sorted(inputs | changelogs)
+
+
+def _exit(lines: list[str]) -> NoReturn:
+    for line in lines:
+        print(f"error: {line}", file=sys.stderr, flush=True)
+    raise SystemExit(1)
+
+
+class Worker(faust.Worker):
+    """``faust worker`` that checks the settings against the cluster before starting."""
+
+    def execute_from_commandline(self) -> NoReturn:
+        try:
+            facts = gather(settings, checked_topics(self.app))
+        except (KafkaException, KafkaWireError, TimeoutError) as exc:
+            reason = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc) or "timed out"
+            _exit([f"cannot check the settings against the cluster: {reason} "
+                   "(is the broker running? see KAFKA_BOOTSTRAP_SERVERS)"])
+        found = problems(settings, facts)
+        if found:
+            _exit(found)
+        super().execute_from_commandline()

@@ -1,0 +1,551 @@
+"""Transaction operations on a live cluster: list, find hanging, abort, LSO.
+
+Behind the ``faust -A app transactions|hanging-transactions|abort-transaction|lso``
+commands. The Kafka requests confluent-kafka lacks are spoken directly
+(:mod:`tools.kafka_wire`); offsets and fencing go through confluent-kafka. Nothing
+here needs Java or the broker jars, only a reachable cluster.
+
+Words used: a transaction is *open* while its coordinator has it Ongoing or is
+writing its commit or abort markers; a partition's *LSO* (last stable offset) is
+the first offset of its oldest open transaction, or the high watermark; a
+transaction is *hanging* when it has been open longer than it should (its own
+transaction timeout, or a threshold the operator gives), or when a partition still
+holds it open although its coordinator no longer knows it.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from confluent_kafka import IsolationLevel, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from tools.kafka_wire import (
+    DESCRIBE_PRODUCERS,
+    DESCRIBE_TRANSACTIONS,
+    FIND_COORDINATOR,
+    LIST_TRANSACTIONS,
+    NO_TAGS,
+    WRITE_TXN_MARKERS,
+    Cluster,
+    KafkaWireError,
+    Reader,
+    compact_array,
+    compact_string,
+    error_name,
+    int8,
+    int16,
+    int32,
+    int64,
+)
+
+OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
+TRANSACTION_KEY = 1  # FindCoordinator key type of a transactional id
+COORDINATOR_RETRIES = 20
+RETRIABLE = {14, 15, 51}  # coordinator loading / not available, concurrent transactions
+
+
+class TransactionToolError(RuntimeError):
+    """An operation could not be done; the message is one line for the operator."""
+
+
+TopicPartitionKey = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Transaction:
+    """A transactional id as its coordinator describes it."""
+
+    transactional_id: str
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_time_ms: int  # -1 when no transaction is open
+    partitions: tuple[TopicPartitionKey, ...]
+
+    @property
+    def open(self) -> bool:
+        return self.state in OPEN_STATES
+
+    def age_s(self, now_ms: int) -> Optional[float]:
+        """Seconds the open transaction has been open; None when none is."""
+        return (now_ms - self.start_time_ms) / 1000 if self.open and self.start_time_ms >= 0 else None
+
+
+@dataclass(frozen=True)
+class PartitionProducer:
+    """A producer a partition's leader knows, with its open transaction if any."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    txn_start_offset: int  # -1: no open transaction on this partition
+    last_timestamp_ms: int
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.txn_start_offset >= 0
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    topic: str
+    partition: int
+    high_watermark: int
+    last_stable_offset: int
+
+    @property
+    def lso_lag(self) -> int:
+        """Records read_committed readers cannot see yet: high watermark - LSO."""
+        return self.high_watermark - self.last_stable_offset
+
+
+@dataclass(frozen=True)
+class HangingTransaction:
+    """An open transaction on one partition, and why it counts as hanging."""
+
+    producer: PartitionProducer
+    transaction: Optional[Transaction]  # None: its coordinator does not know it
+    reasons: tuple[str, ...]
+    blocks_lso: bool
+    lso_lag: int
+
+
+# --- requests ----------------------------------------------------------------
+
+
+def list_transactions_body(states: Iterable[str]) -> bytes:
+    """ListTransactions v0: state filters, no producer id filter."""
+    return compact_array(list(states), compact_string) + compact_array([], int64) + NO_TAGS
+
+
+def parse_list_transactions(reader: Reader) -> list[tuple[str, int, str]]:
+    """(transactional id, producer id, state) of each listed transaction."""
+    reader.int32()  # throttle_time_ms
+    error = reader.int16()
+    if error:
+        raise TransactionToolError(f"ListTransactions failed: {error_name(error)}")
+    reader.compact_array(reader.compact_string)  # unknown state filters
+
+    def entry() -> tuple[str, int, str]:
+        transactional_id, producer_id, state = reader.compact_string(), reader.int64(), reader.compact_string()
+        reader.tags()
+        return transactional_id or "", producer_id, state or ""
+
+    entries = reader.compact_array(entry)
+    reader.tags()
+    return entries
+
+
+def find_coordinators_body(transactional_ids: list[str]) -> bytes:
+    """FindCoordinator v4+: one batch of transactional ids."""
+    return int8(TRANSACTION_KEY) + compact_array(transactional_ids, compact_string) + NO_TAGS
+
+
+def parse_find_coordinators(reader: Reader) -> dict[str, tuple[int, int]]:
+    """transactional id -> (coordinator node id, error code)."""
+    reader.int32()  # throttle_time_ms
+
+    def coordinator() -> tuple[str, int, int]:
+        key = reader.compact_string() or ""
+        node_id = reader.int32()
+        reader.compact_string()  # host
+        reader.int32()  # port
+        error = reader.int16()
+        reader.compact_string()  # error message
+        reader.tags()
+        return key, node_id, error
+
+    found = {key: (node_id, error) for key, node_id, error in reader.compact_array(coordinator)}
+    reader.tags()
+    return found
+
+
+def describe_transactions_body(transactional_ids: list[str]) -> bytes:
+    return compact_array(transactional_ids, compact_string) + NO_TAGS
+
+
+def parse_describe_transactions(reader: Reader) -> list[tuple[int, Transaction]]:
+    """(error code, transaction) for each transactional id asked about."""
+    reader.int32()  # throttle_time_ms
+
+    def topic() -> list[TopicPartitionKey]:
+        name = reader.compact_string() or ""
+        partitions = reader.compact_array(reader.int32)
+        reader.tags()
+        return [(name, p) for p in partitions]
+
+    def state() -> tuple[int, Transaction]:
+        error = reader.int16()
+        transactional_id = reader.compact_string() or ""
+        txn_state = reader.compact_string() or ""
+        timeout_ms, start_ms = reader.int32(), reader.int64()
+        producer_id, producer_epoch = reader.int64(), reader.int16()
+        partitions = tuple(sorted(tp for tps in reader.compact_array(topic) for tp in tps))
+        reader.tags()
+        return error, Transaction(transactional_id, txn_state, producer_id, producer_epoch, timeout_ms, start_ms,
+                                  partitions)
+
+    states = reader.compact_array(state)
+    reader.tags()
+    return states
+
+
+def describe_producers_body(partitions: dict[str, list[int]]) -> bytes:
+    def topic(item: tuple[str, list[int]]) -> bytes:
+        return compact_string(item[0]) + compact_array(item[1], int32) + NO_TAGS
+
+    return compact_array(sorted(partitions.items()), topic) + NO_TAGS
+
+
+def parse_describe_producers(reader: Reader) -> tuple[list[PartitionProducer], dict[TopicPartitionKey, str]]:
+    """The producers of each partition, and the partitions that answered with an error."""
+    reader.int32()  # throttle_time_ms
+    producers: list[PartitionProducer] = []
+    errors: dict[TopicPartitionKey, str] = {}
+
+    def topic() -> None:
+        name = reader.compact_string() or ""
+
+        def partition() -> None:
+            index, error = reader.int32(), reader.int16()
+            message = reader.compact_string()
+
+            def producer() -> None:
+                producer_id, producer_epoch = reader.int64(), reader.int32()
+                reader.int32()  # last_sequence
+                last_timestamp_ms, coordinator_epoch, txn_start_offset = reader.int64(), reader.int32(), reader.int64()
+                reader.tags()
+                producers.append(PartitionProducer(name, index, producer_id, producer_epoch, coordinator_epoch,
+                                                   txn_start_offset, last_timestamp_ms))
+
+            reader.compact_array(producer)
+            reader.tags()
+            if error:
+                errors[(name, index)] = message or error_name(error)
+
+        reader.compact_array(partition)
+        reader.tags()
+
+    reader.compact_array(topic)
+    reader.tags()
+    return producers, errors
+
+
+def write_abort_markers_body(producer: PartitionProducer) -> bytes:
+    """WriteTxnMarkers v1: one abort marker for ``producer`` on its partition."""
+    topic = compact_string(producer.topic) + compact_array([producer.partition], int32) + NO_TAGS
+    marker = (int64(producer.producer_id) + int16(producer.producer_epoch) + int8(0)  # transaction_result: abort
+              + compact_array([topic], lambda t: t) + int32(max(producer.coordinator_epoch, 0)) + NO_TAGS)
+    return compact_array([marker], lambda m: m) + NO_TAGS
+
+
+def parse_write_txn_markers(reader: Reader) -> dict[TopicPartitionKey, int]:
+    """partition -> error code of the marker written there."""
+    results: dict[TopicPartitionKey, int] = {}
+
+    def marker() -> None:
+        reader.int64()  # producer_id
+
+        def topic() -> None:
+            name = reader.compact_string() or ""
+
+            def partition() -> None:
+                index, error = reader.int32(), reader.int16()
+                reader.tags()
+                results[(name, index)] = error
+
+            reader.compact_array(partition)
+            reader.tags()
+
+        reader.compact_array(topic)
+        reader.tags()
+
+    reader.compact_array(marker)
+    reader.tags()
+    return results
+
+
+# --- operations ----------------------------------------------------------------
+
+
+def _retrying(what: str, attempt):
+    """Run ``attempt()`` until it returns something other than None (a retriable answer)."""
+    for _ in range(COORDINATOR_RETRIES):
+        result = attempt()
+        if result is not None:
+            return result
+        time.sleep(0.25)
+    raise TransactionToolError(f"{what}: the transaction coordinator stayed unavailable; try again later")
+
+
+def find_coordinators(cluster: Cluster, transactional_ids: list[str]) -> dict[str, int]:
+    """transactional id -> node id of its transaction coordinator."""
+    if not transactional_ids:
+        return {}
+
+    def attempt() -> Optional[dict[str, int]]:
+        _, reader = cluster.bootstrap.call(FIND_COORDINATOR, lambda v: find_coordinators_body(transactional_ids))
+        found = parse_find_coordinators(reader)
+        for transactional_id, (_, error) in found.items():
+            if error in RETRIABLE:
+                return None
+            if error:
+                raise TransactionToolError(
+                    f"cannot find the coordinator of transactional id {transactional_id!r}: {error_name(error)}")
+        return {key: node_id for key, (node_id, _) in found.items()}
+
+    return _retrying("FindCoordinator", attempt)
+
+
+def describe_transactions(cluster: Cluster, transactional_ids: list[str]) -> dict[str, Transaction]:
+    """The coordinator's view of each id; ids it does not know are left out."""
+    by_node: dict[int, list[str]] = {}
+    for transactional_id, node_id in find_coordinators(cluster, transactional_ids).items():
+        by_node.setdefault(node_id, []).append(transactional_id)
+    described: dict[str, Transaction] = {}
+    for node_id, ids in sorted(by_node.items()):
+        def attempt() -> Optional[list[tuple[int, Transaction]]]:
+            _, reader = cluster.connection(node_id).call(DESCRIBE_TRANSACTIONS,
+                                                         lambda v: describe_transactions_body(ids))
+            states = parse_describe_transactions(reader)
+            return None if any(error in RETRIABLE for error, _ in states) else states
+
+        for error, transaction in _retrying("DescribeTransactions", attempt):
+            if error == 105:  # TRANSACTIONAL_ID_NOT_FOUND
+                continue
+            if error:
+                raise TransactionToolError(
+                    f"cannot describe transactional id {transaction.transactional_id!r}: {error_name(error)}")
+            described[transaction.transactional_id] = transaction
+    return described
+
+
+def list_transactions(cluster: Cluster, *, include_closed: bool = False) -> list[Transaction]:
+    """Open transactions (every transactional id with ``include_closed``), oldest first."""
+    states = () if include_closed else OPEN_STATES  # no filter lists every state
+    ids: set[str] = set()
+    for _, connection in cluster.each_broker():  # each broker coordinates some transactional ids
+        _, reader = connection.call(LIST_TRANSACTIONS, lambda v: list_transactions_body(states))
+        ids.update(transactional_id for transactional_id, _, _ in parse_list_transactions(reader))
+    described = describe_transactions(cluster, sorted(ids))
+    if not include_closed:  # a transaction may have ended between the two requests
+        described = {k: t for k, t in described.items() if t.open}
+    return sorted(described.values(), key=lambda t: (t.start_time_ms < 0, t.start_time_ms, t.transactional_id))
+
+
+def topic_leaders(admin: AdminClient, topics: Optional[list[str]]) -> dict[TopicPartitionKey, int]:
+    """(topic, partition) -> leader node id, for ``topics`` (None: every non-internal topic)."""
+    try:
+        metadata = admin.list_topics(timeout=10)
+    except KafkaException as exc:
+        raise TransactionToolError(f"cannot read the cluster's topics: {exc.args[0].str()}") from None
+    if topics is None:
+        topics = sorted(t for t in metadata.topics if not t.startswith("__"))
+    missing = [t for t in topics if t not in metadata.topics or metadata.topics[t].error is not None]
+    if missing:
+        raise TransactionToolError(f"no such topic: {', '.join(missing)}")
+    return {(topic, p.id): p.leader for topic in topics for p in metadata.topics[topic].partitions.values()}
+
+
+def describe_producers(cluster: Cluster, leaders: dict[TopicPartitionKey, int]) -> list[PartitionProducer]:
+    """Every producer each partition's leader knows (with its open transaction, if any)."""
+    by_node: dict[int, dict[str, list[int]]] = {}
+    for (topic, partition), node_id in leaders.items():
+        by_node.setdefault(node_id, {}).setdefault(topic, []).append(partition)
+    producers: list[PartitionProducer] = []
+    for node_id, partitions in sorted(by_node.items()):
+        _, reader = cluster.connection(node_id).call(DESCRIBE_PRODUCERS, lambda v: describe_producers_body(partitions))
+        found, errors = parse_describe_producers(reader)
+        if errors:
+            (topic, partition), message = next(iter(sorted(errors.items())))
+            raise TransactionToolError(f"cannot describe the producers of {topic}-{partition}: {message}")
+        producers.extend(found)
+    return sorted(producers, key=lambda p: (p.topic, p.partition, p.producer_id))
+
+
+def partition_offsets(admin: AdminClient, partitions: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, PartitionOffsets]:
+    """High watermark and last stable offset of each partition."""
+    partitions = sorted(set(partitions))
+    if not partitions:
+        return {}
+
+    def latest(isolation: IsolationLevel) -> dict[TopicPartitionKey, int]:
+        request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}
+        futures = admin.list_offsets(request, isolation_level=isolation, request_timeout=30)
+        try:
+            return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
+        except KafkaException as exc:
+            raise TransactionToolError(f"cannot read offsets: {exc.args[0].str()}") from None
+
+    committed, uncommitted = latest(IsolationLevel.READ_COMMITTED), latest(IsolationLevel.READ_UNCOMMITTED)
+    return {tp: PartitionOffsets(tp[0], tp[1], uncommitted[tp], committed[tp]) for tp in partitions}
+
+
+def hanging_reasons(producer: PartitionProducer, transaction: Optional[Transaction], now_ms: int,
+                    older_than_s: Optional[float]) -> tuple[str, ...]:
+    """Why the open transaction of ``producer`` on its partition is hanging (empty: it is not)."""
+    if transaction is None or not transaction.open:
+        return (f"its coordinator has no open transaction for producer {producer.producer_id}",)
+    if (producer.topic, producer.partition) not in transaction.partitions:
+        return (f"the coordinator's transaction of {transaction.transactional_id!r} does not include this partition",)
+    age = transaction.age_s(now_ms)
+    if older_than_s is not None:
+        limit, name = older_than_s, "the --older-than threshold"
+    else:
+        limit, name = transaction.timeout_ms / 1000, "its transaction timeout"
+    if age is not None and age > limit:
+        return (f"open for {age:.0f} s, longer than {name} ({limit:g} s)",)
+    return ()
+
+
+def find_hanging(cluster: Cluster, admin: AdminClient, topics: Optional[list[str]] = None, *,
+                 older_than_s: Optional[float] = None, blocking: bool = False,
+                 now_ms: Optional[int] = None) -> list[HangingTransaction]:
+    """Open transactions on the partitions of ``topics`` that hang (see :func:`hanging_reasons`).
+
+    With ``blocking``, every open transaction that holds back a partition's LSO is
+    reported too, whatever its age.
+    """
+    leaders = topic_leaders(admin, topics)
+    open_here = [p for p in describe_producers(cluster, leaders) if p.in_transaction]
+    if not open_here:
+        return []
+    by_producer = {t.producer_id: t for t in list_transactions(cluster)}
+    offsets = partition_offsets(admin, [(p.topic, p.partition) for p in open_here])
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    found = []
+    for producer in open_here:
+        transaction = by_producer.get(producer.producer_id)
+        reasons = hanging_reasons(producer, transaction, now_ms, older_than_s)
+        partition = offsets[(producer.topic, producer.partition)]
+        blocks_lso = partition.last_stable_offset == producer.txn_start_offset
+        if blocking and blocks_lso and not reasons:
+            reasons = (f"holds back the LSO at offset {producer.txn_start_offset}",)
+        if reasons:
+            found.append(HangingTransaction(producer, transaction, reasons, blocks_lso,
+                                            partition.lso_lag if blocks_lso else 0))
+    if not found:
+        return []
+    # A short transaction may have ended between the partition's answer and the
+    # coordinator's: keep only what the partitions still hold open at the same offset.
+    still_open = {(p.topic, p.partition, p.producer_id, p.txn_start_offset)
+                  for p in describe_producers(cluster, {(h.producer.topic, h.producer.partition):
+                                                        leaders[(h.producer.topic, h.producer.partition)]
+                                                        for h in found})
+                  if p.in_transaction}
+    return [h for h in found
+            if (h.producer.topic, h.producer.partition, h.producer.producer_id, h.producer.txn_start_offset)
+            in still_open]
+
+
+def abort_by_transactional_id(bootstrap_servers: str, transaction: Transaction, timeout_s: float = 60.0) -> None:
+    """Abort ``transaction`` through its coordinator by fencing its producer.
+
+    A new producer session with the same transactional id makes the coordinator
+    abort the open transaction (markers on every partition) and bump the epoch:
+    the old producer can no longer write under that id.
+    """
+    producer = Producer({
+        "bootstrap.servers": bootstrap_servers,
+        "transactional.id": transaction.transactional_id,
+        "transaction.timeout.ms": transaction.timeout_ms,  # keep the id's timeout as it was
+        "log_level": 3,  # errors only: retries while the coordinator aborts are expected
+    })
+    try:
+        producer.init_transactions(timeout_s)
+    except KafkaException as exc:
+        raise TransactionToolError(
+            f"could not abort the transaction of {transaction.transactional_id!r}: {exc.args[0].str()}") from None
+    finally:
+        producer.flush(0)
+
+
+def abort_on_partition(cluster: Cluster, admin: AdminClient, topic: str, partition: int,
+                       producer_id: Optional[int] = None) -> PartitionProducer:
+    """Write an abort marker for the open transaction on one partition (WriteTxnMarkers).
+
+    For a hanging transaction its coordinator no longer knows: only the
+    partition's leader can close it. Returns the producer whose transaction it was.
+    """
+    leaders = topic_leaders(admin, [topic])
+    if (topic, partition) not in leaders:
+        raise TransactionToolError(f"topic {topic} has no partition {partition}")
+    open_here = [p for p in describe_producers(cluster, {(topic, partition): leaders[(topic, partition)]})
+                 if p.in_transaction and (producer_id is None or p.producer_id == producer_id)]
+    if not open_here:
+        which = f" of producer {producer_id}" if producer_id is not None else ""
+        raise TransactionToolError(f"no open transaction{which} on {topic}-{partition}")
+    if len(open_here) > 1:
+        ids = ", ".join(str(p.producer_id) for p in open_here)
+        raise TransactionToolError(f"{topic}-{partition} has open transactions of producers {ids}: pass --producer-id")
+    producer = open_here[0]
+    _, reader = cluster.connection(leaders[(topic, partition)]).call(
+        WRITE_TXN_MARKERS, lambda v: write_abort_markers_body(producer))
+    error = parse_write_txn_markers(reader).get((topic, partition))
+    if error is None:
+        raise TransactionToolError(f"the leader of {topic}-{partition} did not answer for that partition")
+    if error:
+        raise TransactionToolError(f"the leader of {topic}-{partition} refused the abort marker: {error_name(error)}")
+    return producer
+
+
+def connect(bootstrap_servers: str) -> tuple[Cluster, AdminClient]:
+    """A protocol connection and an admin client; an unreachable cluster raises one line."""
+    try:
+        cluster = Cluster(bootstrap_servers)
+    except KafkaWireError as exc:
+        raise TransactionToolError(str(exc)) from None
+    return cluster, AdminClient({"bootstrap.servers": bootstrap_servers})
+
+
+# --- rows for the commands' tables ---------------------------------------------------
+
+
+def _age(seconds: Optional[float]) -> str:
+    return "-" if seconds is None else f"{seconds:.1f} s"
+
+
+def _partitions(partitions: Iterable[TopicPartitionKey]) -> str:
+    return " ".join(f"{topic}-{partition}" for topic, partition in partitions) or "-"
+
+
+TRANSACTION_HEADERS = ("transactional id", "producer id", "epoch", "state", "age", "timeout", "partitions")
+
+
+def transaction_rows(transactions: list[Transaction], now_ms: int) -> list[tuple[str, ...]]:
+    return [(t.transactional_id, str(t.producer_id), str(t.producer_epoch), t.state, _age(t.age_s(now_ms)),
+             f"{t.timeout_ms / 1000:g} s", _partitions(t.partitions)) for t in transactions]
+
+
+HANGING_HEADERS = ("partition", "transactional id", "producer id", "start offset", "blocks LSO", "LSO lag", "age",
+                   "why")
+
+
+def hanging_rows(hanging: list[HangingTransaction], now_ms: int) -> list[tuple[str, ...]]:
+    rows = []
+    for h in hanging:
+        p, t = h.producer, h.transaction
+        age = t.age_s(now_ms) if t is not None else None
+        rows.append((f"{p.topic}-{p.partition}", t.transactional_id if t else "(unknown)", str(p.producer_id),
+                     str(p.txn_start_offset), "yes" if h.blocks_lso else "no", str(h.lso_lag), _age(age),
+                     "; ".join(h.reasons)))
+    return rows
+
+
+LSO_HEADERS = ("partition", "high watermark", "LSO", "LSO lag", "held by")
+
+
+def lso_rows(offsets: list[PartitionOffsets], producers: list[PartitionProducer]) -> list[tuple[str, ...]]:
+    """One row per partition; ``held by`` names the producer whose open transaction starts at the LSO."""
+    holders = {(p.topic, p.partition, p.txn_start_offset): p.producer_id for p in producers if p.in_transaction}
+    rows = []
+    for o in offsets:
+        holder = holders.get((o.topic, o.partition, o.last_stable_offset)) if o.lso_lag else None
+        rows.append((f"{o.topic}-{o.partition}", str(o.high_watermark), str(o.last_stable_offset), str(o.lso_lag),
+                     f"producer {holder}" if holder is not None else "-"))
+    return rows
