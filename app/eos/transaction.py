@@ -28,6 +28,7 @@ from aiokafka.structs import RecordMetadata, TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from app import metrics
 from app.eos.staging import SourceTP, StagedRecord
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,7 @@ class PartitionTransaction:
         """Claim the id: aborts the previous owner's open transaction and fences it."""
         self._producer.init_transactions(self._timeout_s)
 
+    @metrics.commit_duration.time()
     def commit(self, records: Sequence[StagedRecord], offset: int) -> list[RecordMetadata]:
         """Produce ``records`` and commit them with input offset ``offset``, atomically.
 
@@ -100,6 +102,7 @@ class PartitionTransaction:
         producer = self._producer
         try:
             producer.begin_transaction()
+            metrics.transactions_begun.inc()
             for index, record in enumerate(records):
                 kwargs: dict[str, Any] = {"key": record.key, "value": record.value, "on_delivery": on_delivery(index)}
                 if record.partition is not None:
@@ -115,6 +118,7 @@ class PartitionTransaction:
             offsets = [TopicPartition(self.tp.topic, self.tp.partition, offset)]
             producer.send_offsets_to_transaction(offsets, self._group, self._timeout_s)
             producer.commit_transaction(self._timeout_s)
+            metrics.transactions_committed.inc()
         except KafkaException as exc:
             self._fail(exc)
         return delivered  # type: ignore[return-value]
@@ -138,6 +142,7 @@ class PartitionTransaction:
             if abort_error.code() in FENCED_CODES or abort_error.fatal():
                 raise ProducerFenced(f"{self.transactional_id}: {abort_error.str()}") from abort_exc
             raise TransactionFailed(f"{self.transactional_id}: abort failed: {abort_error.str()}") from abort_exc
+        metrics.transactions_aborted.inc()
         raise TransactionFailed(f"{self.transactional_id}: {error.str()} (aborted)") from exc
 
     def close(self) -> None:

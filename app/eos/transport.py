@@ -35,6 +35,7 @@ from faust.types import TP
 from faust.types.tuples import FutureMessage, RecordMetadata
 
 from config import settings
+from app import metrics
 from app.eos.staging import Source, SourceTP, StagedRecord, Staging
 from app.eos.offsets import last_stable_offsets, stable_committed_offsets
 from app.eos.transaction import PartitionTransaction, ProducerFenced, TransactionFailed, group_metadata
@@ -172,6 +173,7 @@ class TransactionManager(FaustTransactionManager):
         try:
             metadata = await self._in_thread(transaction.commit, records, offset)
         except ProducerFenced as exc:
+            metrics.producers_fenced.inc()
             log.warning("Fenced: %s; another worker owns %s[%d] now", exc, tp.topic, tp.partition)
             self.staging.put_back(tp, records)
             del self._transactions[tp]
