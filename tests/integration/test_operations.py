@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -166,3 +167,60 @@ def test_any_worker_answers_for_any_merchant_through_routing(pipeline):
             status, body = get_json(worker, path)
             assert status == 404 and "no-such-merchant" in body["error"]
     assert run.stop_all() == {"worker-0": 0, "worker-1": 0}
+
+
+def takeover(pipeline, standby_replicas: int) -> dict[str, float]:
+    """Two workers share the load, one stops: what the other restores for the partitions it takes over."""
+    run = pipeline("exactly_once", STANDBY_REPLICAS=str(standby_replicas))
+    ensure_topics(run.settings, [f"{run.settings.app_id}-{table}-changelog" for table in TABLES])
+    leaving = run.add_worker()
+    wait_for(lambda: is_ready(leaving), timeout=DRAIN_S, what="the first worker to be ready")
+    staying = run.add_worker()
+    wait_for(lambda: is_ready(leaving) and is_ready(staying), timeout=DRAIN_S, what="both workers to be ready")
+    run.produce(LoadSpec(count=4_000, seed=24))
+    report = run.reconcile(wait_s=DRAIN_S)
+    assert report["ok"], report["problems"]
+    if standby_replicas:
+        wait_for(lambda: value(scrape(staying), "faust_eos_recovery_remaining_records", kind="standby") == 0,
+                 timeout=DRAIN_S, what="the standby replicas to catch up")
+    # the leaving worker's input partitions, hence the table partitions that move
+    moving = {(labels["topic"], labels["partition"]) for labels in series(scrape(leaving), "faust_eos_consumer_lag_records")}
+    source_of = {"seen-events": run.settings.input_topic}
+    moved = {(table, partition) for table in TABLES for topic, partition in moving
+             if topic == source_of.get(table, run.settings.by_merchant_topic)}
+    assert moved
+    before = scrape(staying)
+
+    started = time.monotonic()
+    assert leaving.stop() == 0
+    sources = 2 * run.settings.partitions
+    wait_for(lambda: is_ready(staying) and value(scrape(staying), "faust_eos_partitions_assigned", kind="source")
+             == sources, timeout=DRAIN_S, interval=0.2, what="the takeover")
+    took_s = time.monotonic() - started
+    after = scrape(staying)
+
+    run.produce(LoadSpec(count=2_000, seed=25))  # the survivor carries on exactly
+    report = run.reconcile(wait_s=DRAIN_S)
+    assert report["ok"], report["problems"]
+
+    def restored(samples: list[Sample], kind: str, partitions: set) -> float:
+        return sum(s.value for s in samples if s.name == "faust_eos_changelog_records_restored_total"
+                   and s.labels["kind"] == kind and (s.labels["table"], s.labels["partition"]) in partitions)
+
+    return {
+        "moved_restored_at_takeover": restored(after, "active", moved) - restored(before, "active", moved),
+        "moved_held_as_standby": restored(before, "standby", moved),
+        "takeover_s": round(took_s, 1),
+    }
+
+
+def test_standby_replica_means_fewer_changelog_records_to_restore_at_takeover(pipeline):
+    from_scratch = takeover(pipeline, standby_replicas=0)
+    from_standby = takeover(pipeline, standby_replicas=1)
+    print(f"takeover without standby: {from_scratch}; with one standby: {from_standby}")
+
+    assert from_scratch["moved_held_as_standby"] == 0
+    assert from_scratch["moved_restored_at_takeover"] > 0
+    assert from_standby["moved_held_as_standby"] > 0
+    # the standby already holds the moved partitions: at most the records written since it caught up
+    assert from_standby["moved_restored_at_takeover"] < from_scratch["moved_restored_at_takeover"] / 10
