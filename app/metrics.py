@@ -192,7 +192,6 @@ async def refresh(app: Any) -> None:
         _admin = AdminClient({"bootstrap.servers": settings.bootstrap_servers})
     sources = _source_partitions(app)
     recovery = app.tables.recovery
-    changelogs = set(recovery.active_tps) | set(recovery.standby_tps)
     outputs = {TP(topic, p) for topic in settings.output_topics for p in range(settings.partitions)}
     watched = sources | set(recovery.active_tps) | outputs
     loop = asyncio.get_running_loop()
@@ -217,7 +216,7 @@ async def refresh(app: Any) -> None:
         partitions={
             "source": len(sources),
             "changelog_active": len(recovery.active_tps),
-            "changelog_standby": len(changelogs) - len(recovery.active_tps),
+            "changelog_standby": len(recovery.standby_tps),
         },
         in_recovery=recovery.in_recovery,
         ready=readiness(app) is None,
