@@ -24,8 +24,8 @@ app = faust.App(
     topic_replication_factor=1,
     topic_disable_leader=True,
     # Standby replicas restore changelogs in the background; under exactly-once
-    # that races with wiping a partition's uncommitted local state, so none yet.
-    table_standby_replicas=0,
+    # that may race with wiping a partition's uncommitted local state: off by default.
+    table_standby_replicas=settings.standby_replicas,
     broker_session_timeout=settings.session_timeout_s,
     broker_heartbeat_interval=max(settings.session_timeout_s / 10, 0.5),
     web_port=settings.web_port,

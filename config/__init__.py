@@ -54,6 +54,7 @@ class Settings:
     data_dir: Path  # DATA_DIR: worker state (RocksDB); one per worker process
     web_port: int  # WEB_PORT: the worker's HTTP port; one per worker process
     session_timeout_s: float  # SESSION_TIMEOUT_S: a silent worker leaves the group after this
+    standby_replicas: int  # STANDBY_REPLICAS: standby copies of each table partition on other workers
 
     topic_prefix: str  # TOPIC_PREFIX: put before every topic name, e.g. "staging-"
 
@@ -99,6 +100,13 @@ def _read(env: Mapping[str, str], name: str, default: T, parse: Callable[[str], 
 def _positive_int(raw: str) -> int:
     value = int(raw)
     if value <= 0:
+        raise ValueError(raw)
+    return value
+
+
+def _non_negative_int(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
         raise ValueError(raw)
     return value
 
@@ -157,6 +165,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         web_port=_read(env, "WEB_PORT", 6066, _positive_int, "a TCP port number, e.g. 6066"),
         topic_prefix=_read(env, "TOPIC_PREFIX", "", str, "a topic name prefix"),
         session_timeout_s=_read(env, "SESSION_TIMEOUT_S", 10.0, _positive_float, "seconds, e.g. 10"),
+        standby_replicas=_read(env, "STANDBY_REPLICAS", 0, _non_negative_int, "a replica count, 0 or more, e.g. 1"),
     )
     if settings.commit_interval_ms * 3 > settings.transaction_timeout_ms:
         raise ConfigError(

@@ -6,8 +6,10 @@ the state of exactly the partitions it consumes.
 """
 from __future__ import annotations
 
+from typing import Any, Awaitable, Callable
+
 from agents.models import MerchantTotal, SeenEvent, WindowTotal
-from app import app
+from app import app, metrics
 from config import settings
 
 DAY_MS = 86_400_000
@@ -19,9 +21,16 @@ EXPIRING_CHANGELOG = {
     "retention.ms": str(int(settings.dedup_retention_days * DAY_MS)),
 }
 
+
+def counting_restores(name: str) -> Callable[[Any], Awaitable[None]]:
+    """The table's ``on_changelog_event`` callback: counts restored records for the metrics."""
+    return metrics.count_restores(name, lambda tp: tp in app.tables.recovery.standby_tps)
+
+
 #: event_id -> SeenEvent, for dropping repeats; keyed like ``payments``.
 seen_events = app.Table(
     "seen-events",
+    on_changelog_event=counting_restores("seen-events"),
     default=None,
     value_type=SeenEvent,
     partitions=settings.partitions,
@@ -32,6 +41,7 @@ seen_events = app.Table(
 #: merchant_id -> MerchantTotal, the running total; keyed like ``payments-by-merchant``.
 merchant_totals = app.Table(
     "merchant-totals",
+    on_changelog_event=counting_restores("merchant-totals"),
     default=None,
     value_type=MerchantTotal,
     partitions=settings.partitions,
@@ -41,6 +51,7 @@ merchant_totals = app.Table(
 #: "merchant_id@window_start" -> WindowTotal, per tumbling window.
 window_totals = app.Table(
     "merchant-window-totals",
+    on_changelog_event=counting_restores("merchant-window-totals"),
     default=None,
     value_type=WindowTotal,
     partitions=settings.partitions,

@@ -12,6 +12,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -74,8 +76,25 @@ class Worker:
             os.kill(self.pid, signal.SIGKILL)
             self.process.wait()
 
+    @property
+    def web_port(self) -> int:
+        return int(self.env["WEB_PORT"])
+
+    def get(self, path: str, timeout: float = 30.0) -> tuple[int, bytes]:
+        """HTTP GET ``path`` on the worker's web port: status and body."""
+        return http_get(f"http://localhost:{self.web_port}{path}", timeout)
+
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+def http_get(url: str, timeout: float = 30.0) -> tuple[int, bytes]:
+    """Status and body of a GET; error statuses are returned, not raised."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
 
 
 def free_port() -> int:

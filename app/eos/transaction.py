@@ -37,6 +37,7 @@ from typing import Any, Callable, Optional, Sequence
 from aiokafka.structs import RecordMetadata, TopicPartition as AioTopicPartition
 from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from app import metrics
 from app.eos.staging import SourceTP, StagedRecord
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,8 @@ class PartitionTransaction:
         or :class:`TransactionFailed` (nothing became visible), or
         :class:`TransactionStuck` (the outcome is unknown until the id is claimed again).
         """
-        return await self._call(self._commit, records, offset)
+        with metrics.commit_duration.time():
+            return await self._call(self._commit, records, offset)
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         call = asyncio.wrap_future(self._thread.submit(fn, *args))
@@ -117,6 +119,7 @@ class PartitionTransaction:
         producer = self._producer
         try:
             producer.begin_transaction()
+            metrics.transactions_begun.inc()
             for index, record in enumerate(records):
                 kwargs: dict[str, Any] = {"key": record.key, "value": record.value, "on_delivery": on_delivery(index)}
                 if record.partition is not None:
@@ -132,6 +135,7 @@ class PartitionTransaction:
             offsets = [TopicPartition(self.tp.topic, self.tp.partition, offset)]
             producer.send_offsets_to_transaction(offsets, self._group, self._timeout_s)
             producer.commit_transaction(self._timeout_s)
+            metrics.transactions_committed.inc()
         except KafkaException as exc:
             self._fail(exc)
         return delivered  # type: ignore[return-value]
@@ -155,6 +159,7 @@ class PartitionTransaction:
             if abort_error.code() in FENCED_CODES or abort_error.fatal():
                 raise ProducerFenced(f"{self.transactional_id}: {abort_error.str()}") from abort_exc
             raise TransactionFailed(f"{self.transactional_id}: abort failed: {abort_error.str()}") from abort_exc
+        metrics.transactions_aborted.inc()
         raise TransactionFailed(f"{self.transactional_id}: {error.str()} (aborted)") from exc
 
     def close(self) -> None:

@@ -35,6 +35,7 @@ from faust.types import TP
 from faust.types.tuples import FutureMessage, RecordMetadata
 
 from config import settings
+from app import metrics
 from app.eos.staging import Source, SourceTP, StagedRecord, Staging
 from app.eos.offsets import CommittedOffsets
 from app.eos.transaction import (
@@ -178,6 +179,8 @@ class TransactionManager(FaustTransactionManager):
         try:
             metadata = await transaction.commit(records, offset)
         except (ProducerFenced, TransactionStuck) as exc:
+            if isinstance(exc, ProducerFenced):
+                metrics.producers_fenced.inc()
             # Either another worker owns the partition now, or this producer is
             # unusable: give the partition up and let the group assign it again.
             log.warning("Giving up %s[%d]: %s", tp.topic, tp.partition, exc)
