@@ -226,7 +226,7 @@ class TransactionManager(FaustTransactionManager):
                 transaction.close()
             self._transactions.clear()
             if self._dirty:
-                self._wipe_table_partitions(self._dirty)
+                await self._wipe_table_partitions(self._dirty)
                 self._dirty.clear()
             claim = [
                 SourceTP(tp.topic, tp.partition)
@@ -254,23 +254,33 @@ class TransactionManager(FaustTransactionManager):
         self._transactions[tp] = transaction
         log.info("Claimed %s (fenced any previous owner)", transaction.transactional_id)
 
-    def _wipe_table_partitions(self, partitions: Iterable[int]) -> None:
+    async def _wipe_table_partitions(self, partitions: Iterable[int]) -> None:
         recovery = self.app.tables.recovery
+        assigned = self.consumer.assignment()
+        rewind: set[TP] = set()
         for table in self.app.tables.values():
             store = table.data
             changelog = table.changelog_topic.get_topic_name()
             per_partition = hasattr(store, "partition_path")  # RocksDB; other stores are wiped whole
             if not per_partition:
                 store.reset_state()
-            for partition in partitions:
+            wiped = partitions if per_partition else {tp.partition for tp in assigned if tp.topic == changelog}
+            for partition in wiped:
                 if per_partition:
                     db = store._dbs.pop(partition, None)
                     if db is not None:
                         db.close()
                     shutil.rmtree(store.partition_path(partition), ignore_errors=True)
                 # recovery remembers how far it restored a partition it keeps: make it start over
-                recovery.revoke(TP(changelog, partition))
+                tp = TP(changelog, partition)
+                recovery.revoke(tp)
+                rewind.add(tp)
                 log.warning("Wiped %s partition %d: it held uncommitted effects", table.name, partition)
+        # The changelog reader of a partition this worker keeps is still at its end, and
+        # Faust's recovery takes "position at the end" for "restored": rewind it.
+        rewind &= assigned
+        if rewind:
+            await self.consumer.seek_to_beginning(*rewind)
 
     async def stable_committed_offsets(self, tps: Iterable[TP]) -> dict[TP, Optional[int]]:
         """The group's committed offsets, once no transaction still holds them pending."""
@@ -345,6 +355,10 @@ class Consumer(faust_aiokafka.Consumer):
             ends = await self._thread.call_thread(consumer.end_offsets, list(partitions))
             return {TP(tp.topic, tp.partition): offset for tp, offset in ends.items()}
         return await super().highwaters(*partitions)
+
+    async def seek_to_beginning(self, *partitions: TP) -> None:
+        # declared by Faust's consumer but left unimplemented by its aiokafka driver
+        await self._thread.seek_to_beginning(*partitions)
 
     async def _seek(self, tp: TP, offset: int) -> None:
         # On the consumer's own thread: a seek from this one races with a fetch
