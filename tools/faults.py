@@ -191,6 +191,8 @@ class FaultRun:
     # -- faults -------------------------------------------------------------------
     def _live_worker(self) -> Worker:
         live = [w for w in self.run.workers if w.alive() and w not in self.retired]
+        if not live:
+            raise RuntimeError(f"no live worker left to inject a fault into: see the worker logs in {self.run.run_dir}")
         return random.Random(self.plan.seed + len(self.outcome.faults_done)).choice(live)
 
     def _kill(self) -> None:

@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Awaitable, Iterable, Mapping, Optional, Set
 
+from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import KafkaException
 from faust.streams import current_event
 from faust.transport.consumer import TransactionManager as FaustTransactionManager
@@ -358,7 +359,19 @@ class Consumer(faust_aiokafka.Consumer):
 
     async def seek_to_beginning(self, *partitions: TP) -> None:
         # declared by Faust's consumer but left unimplemented by its aiokafka driver
-        await self._thread.seek_to_beginning(*partitions)
+        await self._thread.seek_to_beginning(*(AioTopicPartition(tp.topic, tp.partition) for tp in partitions))
+
+    def topic_partitions(self, topic: str) -> Optional[int]:
+        # Right after Faust creates a changelog topic, the consumer's metadata can list
+        # it with no partitions, and Faust's check of a table's partitions against its
+        # source topic then fails on every event, for minutes. Unknown (None) skips the
+        # check until a metadata refresh, asked for here, brings the real count.
+        count = super().topic_partitions(topic)
+        if count == 0:
+            client = self._thread._ensure_consumer()._client
+            self._thread.thread_loop.call_soon_threadsafe(client.force_metadata_update)
+            return None
+        return count
 
     async def _seek(self, tp: TP, offset: int) -> None:
         # On the consumer's own thread: a seek from this one races with a fetch
