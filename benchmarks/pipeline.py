@@ -74,13 +74,8 @@ def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, 
     try:
         for _ in range(point.workers):
             run.add_worker()
-        progress("warm-up: starting workers")
-        warm = loadgen.LoadSpec(count=workload.warmup_events, seed=warm_seed, duplicate_rate=0, bad_rate=0,
-                                record_bytes=point.record_bytes)
-        run.produce(warm)
-        watcher.wait_for_seed(warm_seed, warm.count, workload.drain_timeout_s,
-                              lambda done, total: progress(f"warm-up: {done:,}/{total:,} visible"))
-        _check_workers(run)
+        result["restarted_workers"] = warm_up(run, watcher, warm_seed, workload.warmup_events, point.record_bytes,
+                                              workload.drain_timeout_s, progress)
 
         pids = [w.pid for w in run.workers]
         broker_pid = broker.pid(settings)
@@ -173,8 +168,40 @@ def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, 
         "reconcile_ok": reconciled["ok"],
         "reconcile_problems": {k: v["count"] for k, v in reconciled["problems"].items()},
     })
-    _clean_up(run)
+    clean_up(run)
     return result
+
+
+#: a worker that started before its new changelog topics showed in the broker's metadata:
+#: Faust's agent then crash-loops on every event; a restart finds the topics
+STARTUP_RACE = "PartitionsMismatch"
+
+
+def warm_up(run: PipelineRun, watcher: OutputWatcher, seed: int, count: int, record_bytes: int, timeout_s: float,
+            progress: Progress) -> int:
+    """Unmeasured load (no duplicates or bad records) until all of it is visible: the workers are up and warm.
+
+    Returns how many workers had to be restarted after the start-up race above.
+    """
+    progress("warm-up: starting workers")
+    spec = loadgen.LoadSpec(count=count, seed=seed, duplicate_rate=0, bad_rate=0, record_bytes=record_bytes)
+    run.produce(spec)
+    deadline = time.monotonic() + timeout_s
+    restarted: set[str] = set()
+    while watcher.by_seed[str(seed)] < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"warm-up: only {watcher.by_seed[str(seed)]} of {count} events visible "
+                               f"after {timeout_s:.0f} s; see the worker logs in {run.run_dir}")
+        for worker in run.workers:
+            if worker.name not in restarted and STARTUP_RACE in worker.log_text():
+                progress(f"warm-up: {worker.name} hit the changelog start-up race, restarting it")
+                worker.stop()
+                worker.start()
+                restarted.add(worker.name)
+        progress(f"warm-up: {watcher.by_seed[str(seed)]:,}/{count:,} visible")
+        time.sleep(0.5)
+    _check_workers(run)
+    return len(restarted)
 
 
 def _check_workers(run: PipelineRun) -> None:
@@ -195,7 +222,7 @@ def _creation_times(run: PipelineRun) -> dict[str, float]:
     return created
 
 
-def _clean_up(run: PipelineRun) -> None:
+def clean_up(run: PipelineRun) -> None:
     """Delete the run's topics and worker state: a full sweep would otherwise fill the broker."""
     client = admin(run.settings)
     prefixes = (run.settings.topic_prefix, f"{run.settings.app_id}-")

@@ -40,8 +40,10 @@ def sustained_rate(times: Sequence[float], low_q: float = 10, high_q: float = 90
     """
     if len(times) < 2:
         return None
-    low, high = percentile(times, low_q), percentile(times, high_q)
-    if high is None or low is None or high <= low:
+    ordered = sorted(times)
+    # actual completion times, not interpolated ones: those could fall between two commits
+    low, high = ordered[int((len(ordered) - 1) * low_q / 100)], ordered[int((len(ordered) - 1) * high_q / 100)]
+    if high <= low:
         return None
     done = sum(1 for t in times if low < t <= high)
     return done / (high - low)
