@@ -304,6 +304,10 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     restarts = sum(r.get("restarted_workers", 0) for r in runs)
     yield (f"* Workers restarted during warm-up after the changelog start-up race (Faust's agent crash-loops with "
            f"`PartitionsMismatch` when it starts before its new changelog topics show in the metadata): {restarts}.")
+    failures = results.get("failures") or []
+    yield f"* Runs that failed and are left out of the tables: {len(failures)}."
+    for failure in failures:
+        yield f"  * {failure}"
     for bad in (r for r in runs if not r["counts"]["match"] or not r["reconcile_ok"]):
         yield (f"  * {bad['run']} ({bad['guarantee']}, {point_label(point_key(bad['point']))}): counts "
                f"{bad['counts']}, reconcile problems {bad['reconcile_problems']}")

@@ -66,6 +66,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                         help="report directory: JSON and plots (default docs/benchmarks, or reports/bench-quick)")
     parser.add_argument("--report", type=Path, default=None,
                         help="Markdown report (default docs/benchmarks.md, or <out>/report.md with --quick)")
+    parser.add_argument("--report-from", type=Path, default=None, metavar="RESULTS_JSON",
+                        help="run nothing: rewrite the report and plots from the raw results of an earlier run")
     args = parser.parse_args(argv)
     if args.quick:
         args.commit_intervals, args.record_sizes, args.partitions, args.workers = [100], [0], [6], [1]
@@ -138,6 +140,11 @@ def _shape(message: str) -> str:
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
+    if args.report_from is not None:
+        results = json.loads(args.report_from.read_text())
+        report.write(results, args.report, args.out)
+        print(f"report: {args.report}\nplots: {args.out}")
+        return 0
     broker.ensure_running(settings)
     broker.fetch_tools(settings)
     plan = points(args)
@@ -166,7 +173,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                                   "window_seconds": settings.window_seconds,
                                   "session_timeout_s": settings.session_timeout_s},
         },
-        "pipeline": [], "reference": [], "long_transaction": [],
+        "pipeline": [], "reference": [], "long_transaction": [], "failures": [],
     }
 
     def save() -> None:
@@ -183,7 +190,14 @@ def main(argv: Optional[list[str]] = None) -> int:
         for point in plan:
             for guarantee in order:
                 progress.begin(f"repeat {repeat + 1}, {guarantee}, {point.label}")
-                result = run_point(point, guarantee, workload, work_dir, progress)
+                try:
+                    result = run_point(point, guarantee, workload, work_dir, progress)
+                except Exception as exc:  # one failed run must not cost the whole sweep: recorded, reported
+                    results["failures"].append({"repeat": repeat, "guarantee": guarantee, "point": asdict(point),
+                                                "error": f"{type(exc).__name__}: {exc}"})
+                    save()
+                    progress.done(f"FAILED: {exc}")
+                    continue
                 result["repeat"] = repeat
                 results["pipeline"].append(result)
                 save()
@@ -194,7 +208,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         for mode in modes:
             progress.begin(f"long transaction, {mode}")
             scenario = longtx.Scenario(mode=mode, partitions=args.partitions[0], stall_timeout_ms=args.stall_timeout_ms)
-            results["long_transaction"].append(longtx.run_scenario(scenario, work_dir, progress, seed=args.seed))
+            try:
+                results["long_transaction"].append(longtx.run_scenario(scenario, work_dir, progress, seed=args.seed))
+            except Exception as exc:
+                results["failures"].append({"long_transaction": mode, "error": f"{type(exc).__name__}: {exc}"})
+                progress.done(f"FAILED: {exc}")
             save()
             progress.done("done")
     results["meta"]["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
@@ -202,7 +220,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     save()
     report.write(results, args.report, args.out)
     print(f"raw results: {results_path}\nreport: {args.report}\nplots: {args.out}")
-    return 0
+    return 1 if results["failures"] else 0
 
 
 def run_references(args: argparse.Namespace, size: int, partitions: int, progress: Progress) -> dict:
