@@ -12,7 +12,6 @@ operator aborts it by hand with ``TransactionsCommand abort`` (``mode="manual"``
 """
 from __future__ import annotations
 
-import shutil
 import subprocess
 import threading
 import time

@@ -14,7 +14,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable
 
 from benchmarks import stats
 from benchmarks.measure import LsoSampler, OutputWatcher, commit_rounds, cpu_seconds, peak_rss_mb
