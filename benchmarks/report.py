@@ -239,7 +239,9 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
            "`merchant-totals` (leaves out ramp-up and the last commit's tail).")
     yield ("* **End-to-end latency** (latency phase): from the event's creation (`ts`, stamped by the load "
            "generator) to the first time its update of `merchant-totals` (which carries the `event_id`) is seen "
-           "by a read_committed consumer running beside the pipeline.")
+           "by a read_committed consumer running beside the pipeline. Each event crosses two transactions under "
+           "exactly_once (ingest → `payments-by-merchant`, then aggregate → `merchant-totals`), so its update "
+           "waits for two commits; under at_least_once it is visible once produced.")
     yield ("* **Commit latency**: the duration of each commit round the worker runs (timed by a Faust sensor, "
            "`app/metrics.py`, read from `/metrics/commits/`); under exactly_once one round is one transaction per "
            "input partition with new events, in parallel. *Partition commits/s* counts those transactions "
