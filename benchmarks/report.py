@@ -322,8 +322,9 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     for failure in failures:
         yield f"  * {failure}"
     for bad in (r for r in runs if not r["counts"]["match"] or not r["reconcile_ok"]):
-        yield (f"  * {bad['run']} ({bad['guarantee']}, {point_label(point_key(bad['point']))}): counts "
-               f"{bad['counts']}, reconcile problems {bad['reconcile_problems']}")
+        yield (f"  * {bad['run']} ({bad['guarantee']}, {point_label(point_key(bad['point']))}, workers restarted "
+               f"after the start-up race: {bad.get('restarted_workers', 0)}): counts match reconcile: "
+               f"{bad['counts']['match']}; reconcile problems {bad['reconcile_problems']}")
     yield ""
 
 
@@ -356,9 +357,11 @@ def _long_transaction_section(results: dict, plots: dict[str, str]) -> Iterable[
             f"{name.replace('_', ' ')}: {'yes' if ok else 'NO'}" for name, ok in s["sanity"].items() if ok is not None) + "."
         if s["cleared_after_abort_s"] is not None:
             abort = next(c for c in s["commands"] if " abort " in c["command"])
+            before = s["lag_lasted_s"] < s["scenario"]["stall_timeout_ms"] / 1000
             yield (f"The LSO moved {s['cleared_after_abort_s']:.1f} s after the abort command started "
                    f"(the command itself, mostly JVM start-up, took {abort.get('seconds', 0):.1f} s; LSO sampled "
-                   "every 0.25 s).")
+                   f"every 0.25 s), {s['lag_lasted_s']:.1f} s after the stall: "
+                   + ("before" if before else "NOT before") + " the stalled producer's own timeout could have aborted it.")
         elif s["cleared_at_s"] is not None:
             yield (f"The broker aborted it {s['lag_lasted_s']:.1f} s after the stall: the "
                    f"{s['scenario']['stall_timeout_ms'] / 1000:g} s timeout plus up to 10 s until the broker's "

@@ -159,7 +159,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     progress = Progress(steps)
     results: dict[str, Any] = {
         "meta": {
-            "command": "python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv),
+            "command": " ".join(["python -m benchmarks", *(sys.argv[1:] if argv is None else argv)]),
             "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             "kafka_version": settings.kafka_version,
             "bootstrap_servers": settings.bootstrap_servers,
