@@ -1,7 +1,9 @@
 """``python -m benchmarks``: see :mod:`benchmarks.run`."""
 import sys
 
-from benchmarks.run import main
+try:
+    from benchmarks.run import cli
+except ValueError as exc:  # config.ConfigError: a bad setting, found while the settings load
+    sys.exit(f"error: {exc}")
 
-if __name__ == "__main__":
-    sys.exit(main())
+cli()

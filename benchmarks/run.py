@@ -240,8 +240,13 @@ def run_references(args: argparse.Namespace, size: int, partitions: int, progres
             "raw": raw, "transactional": transactional}
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """Entry point: exit code 0 if every run succeeded, one line on stderr for a setup error."""
     try:
         sys.exit(main())
     except (config.ConfigError, broker.BrokerError) as exc:
         sys.exit(f"error: {exc}")
+
+
+if __name__ == "__main__":
+    cli()
