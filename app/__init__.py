@@ -33,4 +33,4 @@ app = faust.App(
 
 import tables  # noqa: E402,F401
 import agents.payments  # noqa: E402,F401
-from app import commands, metrics, views  # noqa: E402,F401
+from app import commands, commit_timer, views  # noqa: E402,F401

@@ -166,7 +166,7 @@ def peak_rss_mb(pid: int) -> float:
 
 def commit_rounds(web_port: int, since: float, until: float) -> list[list[float]]:
     """A worker's commit rounds ``[end, ms, partitions]`` that ended within [since, until]."""
-    with urllib.request.urlopen(f"http://localhost:{web_port}/metrics/commits/", timeout=10) as response:
+    with urllib.request.urlopen(f"http://localhost:{web_port}/commits/", timeout=10) as response:
         rounds = json.load(response)["rounds"]
     return [r for r in rounds if since <= r[0] <= until]
 

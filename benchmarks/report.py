@@ -243,7 +243,7 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
            "exactly_once (ingest → `payments-by-merchant`, then aggregate → `merchant-totals`), so its update "
            "waits for two commits; under at_least_once it is visible once produced.")
     yield ("* **Commit latency**: the duration of each commit round the worker runs (timed by a Faust sensor, "
-           "`app/metrics.py`, read from `/metrics/commits/`); under exactly_once one round is one transaction per "
+           "`app/commit_timer.py`, read from `/commits/`); under exactly_once one round is one transaction per "
            "input partition with new events, in parallel. *Partition commits/s* counts those transactions "
            "(at_least_once: partition offsets committed).")
     yield ("* **CPU** per 1,000 input records over both measured phases, from `/proc/<pid>/stat` of the workers "

@@ -1,4 +1,4 @@
-"""Commit timings of this worker, as a Faust sensor and a web view (``/metrics/commits/``).
+"""Commit timings of this worker, as a Faust sensor and a web view (``/commits/``).
 
 Every commit round Faust runs (a timer commit, or the hand-over before a
 rebalance) is timed from start to end; rounds that committed nothing are left
@@ -43,14 +43,14 @@ def _committed_offsets(consumer: ConsumerT) -> Mapping[TP, Optional[int]]:
     return getattr(consumer, "_committed_offset", {})
 
 
-commit_timer = CommitTimer()
-app.sensors.add(commit_timer)
+timer = CommitTimer()
+app.sensors.add(timer)
 
 
-@app.page("/metrics/commits/")
+@app.page("/commits/")
 class Commits(View):
     """Commit rounds so far: ``[[end_epoch_s, duration_ms, partitions], ...]``."""
 
     async def get(self, request: Request) -> Response:
-        rounds = [[round(end, 3), round(duration * 1000, 2), partitions] for end, duration, partitions in commit_timer.rounds]
+        rounds = [[round(end, 3), round(duration * 1000, 2), partitions] for end, duration, partitions in timer.rounds]
         return self.json({"rounds": rounds})
