@@ -36,4 +36,4 @@ app = faust.App(
 
 import tables  # noqa: E402,F401
 import agents.payments  # noqa: E402,F401
-from app import commands, transaction_commands, views  # noqa: E402,F401
+from app import commands, commit_timer, transaction_commands, views  # noqa: E402,F401

@@ -36,10 +36,13 @@ class LoadSpec:
     customers: int = 1_000
     duplicate_rate: float = 0.05
     bad_rate: float = 0.02
+    record_bytes: int = 0  # pad each event with a "pad" field to about this many bytes; 0 = no padding
 
     def __post_init__(self) -> None:
         if self.count < 0 or self.rate < 0 or self.merchants < 1 or self.customers < 1:
             raise ValueError("count and rate must be >= 0, merchants and customers >= 1")
+        if self.record_bytes < 0:
+            raise ValueError("record_bytes must be >= 0")
         if not (0 <= self.duplicate_rate <= 1 and 0 <= self.bad_rate <= 1 and self.duplicate_rate + self.bad_rate <= 1):
             raise ValueError("duplicate_rate and bad_rate must be within 0..1 and add up to at most 1")
 
@@ -91,6 +94,9 @@ def _new_event(rng: random.Random, spec: LoadSpec, i: int, clock: Callable[[], f
         "amount_cents": rng.randint(1, 500_000),
         "ts": round(clock(), 3),
     }
+    if spec.record_bytes:
+        padding = spec.record_bytes - len(_encode(event)) - len(',"pad":""')
+        event["pad"] = "x" * max(padding, 0)
     return customer.encode(), event
 
 

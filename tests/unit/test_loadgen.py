@@ -105,3 +105,15 @@ def test_conflict_reuses_an_earlier_event_id_and_key_with_another_amount(sample)
 def test_load_spec_rejects_bad_values(bad):
     with pytest.raises(ValueError):
         LoadSpec(**bad)
+
+
+def test_padded_events_reach_the_asked_size_and_still_parse():
+    padded = [r for r in records(count=300, seed=5, record_bytes=1024) if r.kind == "valid"]
+    assert padded and all(len(r.value) == 1024 for r in padded)
+    assert all(isinstance(parse(r.value), Payment) for r in padded)
+
+
+def test_padding_changes_nothing_but_the_size():
+    plain = [json.loads(r.value) for r in records(count=200, seed=5) if r.kind == "valid"]
+    padded = [json.loads(r.value) for r in records(count=200, seed=5, record_bytes=1024) if r.kind == "valid"]
+    assert [{k: v for k, v in e.items() if k != "pad"} for e in padded] == plain

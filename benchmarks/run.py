@@ -1,0 +1,252 @@
+"""``python -m benchmarks``: the exactly-once cost benchmarks, from the sweep to the report.
+
+Runs every point under at_least_once and exactly_once, interleaved (the order
+alternates between repeats), then the reference lines and the long-transaction
+scenario, writing the raw results as JSON after every run and, at the end, a
+Markdown report with PNG plots.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Optional
+
+import config
+from benchmarks import longtx, reference, report
+from benchmarks.measure import machine
+from benchmarks.pipeline import Point, Workload, run_point
+from config import REPO_ROOT, settings
+from tools import broker
+
+GUARANTEES = ("at_least_once", "exactly_once")
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole numbers") from None
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: give at least one number, none negative")
+    return values
+
+
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="a one-minute check of the tooling: one point, one repeat, small loads")
+    parser.add_argument("--commit-intervals", type=_ints, default=[100, 500, 2800], metavar="MS,...",
+                        help="commit intervals to sweep, ms (default 100,500,2800; 50 and 10000 work too)")
+    parser.add_argument("--record-sizes", type=_ints, default=[0, 1024], metavar="BYTES,...",
+                        help="input record sizes; 0 = the plain ~130 B events (default 0,1024)")
+    parser.add_argument("--partitions", type=_ints, default=[6], metavar="N,...", help="partition counts (default 6)")
+    parser.add_argument("--workers", type=_ints, default=[1], metavar="N,...", help="worker counts (default 1)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each point and guarantee (default 3)")
+    parser.add_argument("--latency-rate", type=float, default=300.0, help="latency phase load, events/s (default 300)")
+    parser.add_argument("--latency-seconds", type=float, default=15.0, help="latency phase length (default 15)")
+    parser.add_argument("--throughput-events", type=int, default=20_000,
+                        help="throughput phase backlog, input records (default 20000)")
+    parser.add_argument("--warmup-events", type=int, default=500, help="unmeasured warm-up events (default 500)")
+    parser.add_argument("--reference-seconds", type=float, default=3.0,
+                        help="length of each reference producer measurement (default 3)")
+    parser.add_argument("--tx-records", type=_ints, default=[10, 100, 1000], metavar="N,...",
+                        help="transactional producer reference: records per transaction (default 10,100,1000)")
+    parser.add_argument("--no-long-transaction", dest="long_transaction", action="store_false",
+                        help="skip the long-transaction scenario")
+    parser.add_argument("--stall-timeout-ms", type=int, default=20_000,
+                        help="transaction.timeout.ms of the stalling producer (default 20000)")
+    parser.add_argument("--seed", type=int, default=1, help="load seed (default 1)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="report directory: JSON and plots (default docs/benchmarks, or reports/bench-quick)")
+    parser.add_argument("--report", type=Path, default=None,
+                        help="Markdown report (default docs/benchmarks.md, or <out>/report.md with --quick)")
+    parser.add_argument("--report-from", type=Path, default=None, metavar="RESULTS_JSON",
+                        help="run nothing: rewrite the report and plots from the raw results of an earlier run")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.commit_intervals, args.record_sizes, args.partitions, args.workers = [100], [0], [6], [1]
+        args.repeats, args.latency_rate, args.latency_seconds = 1, 200.0, 5.0
+        args.throughput_events, args.warmup_events, args.reference_seconds, args.tx_records = 3_000, 200, 1.0, [10]
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    if any(ms < 1 or ms * 3 > 900_000 for ms in args.commit_intervals):
+        parser.error("--commit-intervals must be between 1 and 300000 ms")
+    if any(size > settings.max_event_bytes for size in args.record_sizes):
+        parser.error(f"--record-sizes above MAX_EVENT_BYTES={settings.max_event_bytes} would all be dead-lettered")
+    if args.out is None:
+        args.out = REPO_ROOT / ("reports/bench-quick" if args.quick else "docs/benchmarks")
+    if args.report is None:
+        args.report = args.out / "report.md" if args.quick else REPO_ROOT / "docs/benchmarks.md"
+    return args
+
+
+def points(args: argparse.Namespace) -> list[Point]:
+    """The commit-interval sweep at the first size/partitions/workers, then each other knob alone."""
+    size, parts, workers = args.record_sizes[0], args.partitions[0], args.workers[0]
+    interval = args.commit_intervals[0]
+    result = [Point(ci, size, parts, workers) for ci in args.commit_intervals]
+    result += [Point(interval, s, parts, workers) for s in args.record_sizes[1:]]
+    result += [Point(interval, size, p, workers) for p in args.partitions[1:]]
+    result += [Point(interval, size, parts, w) for w in args.workers[1:]]
+    return list(dict.fromkeys(result))
+
+
+class Progress:
+    """One status line per step on stderr: where the run is, how long it took so far."""
+
+    def __init__(self, total_steps: int) -> None:
+        self.total = total_steps
+        self.step = 0
+        self.title = ""
+        self.started = time.monotonic()
+        self._last = ""
+        self._last_message = ""
+        self._last_at = 0.0
+        self._tty = sys.stderr.isatty()
+
+    def begin(self, title: str) -> None:
+        self.step += 1
+        self.title = title
+        self("starting")
+
+    def __call__(self, message: str) -> None:
+        now = time.monotonic()
+        line = f"[{self.step}/{self.total} {(now - self.started) / 60:5.1f} min] {self.title}: {message}"
+        if self._tty:
+            sys.stderr.write("\r" + line[:150].ljust(150))
+        elif line != self._last and (now - self._last_at > 5 or _shape(message) != _shape(self._last_message)):
+            sys.stderr.write(line + "\n")
+            self._last_at = now
+            self._last_message = message
+        self._last = line
+        sys.stderr.flush()
+
+    def done(self, message: str) -> None:
+        self(message)
+        if self._tty:
+            sys.stderr.write("\n")
+
+
+def _shape(message: str) -> str:
+    """A message without its numbers: a new shape means a new step worth a line of its own."""
+    return re.sub(r"[\d,.]+", "", message)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = parse_args(argv)
+    if args.report_from is not None:
+        results = json.loads(args.report_from.read_text())
+        report.write(results, args.report, args.out)
+        print(f"report: {args.report}\nplots: {args.out}")
+        return 0
+    broker.ensure_running(settings)
+    broker.fetch_tools(settings)
+    plan = points(args)
+    work_dir = REPO_ROOT / ".data" / "bench"
+    args.out.mkdir(parents=True, exist_ok=True)
+    results_path = args.out / "results.json"
+    workload = Workload(warmup_events=args.warmup_events, latency_rate=args.latency_rate,
+                        latency_seconds=args.latency_seconds, throughput_events=args.throughput_events,
+                        seed=args.seed)
+    modes = ["manual"] if args.quick else ["timeout", "manual"]
+    steps = args.repeats * (len(plan) * len(GUARANTEES) + len(args.record_sizes)) + len(modes) * args.long_transaction
+    progress = Progress(steps)
+    results: dict[str, Any] = {
+        "meta": {
+            "command": " ".join(["python -m benchmarks", *(sys.argv[1:] if argv is None else argv)]),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            "kafka_version": settings.kafka_version,
+            "bootstrap_servers": settings.bootstrap_servers,
+            "local_broker": settings.use_local_broker,
+            "machine": machine(),
+            "python": platform.python_version(),
+            "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+            "workload": asdict(workload),
+            "pipeline_settings": {"transaction_timeout_ms": "max(60000, 3 x commit interval)",
+                                  "dedup_retention_days": settings.dedup_retention_days,
+                                  "window_seconds": settings.window_seconds,
+                                  "session_timeout_s": settings.session_timeout_s},
+        },
+        "pipeline": [], "reference": [], "long_transaction": [], "failures": [],
+    }
+
+    def save() -> None:
+        results_path.write_text(json.dumps(results, indent=1))
+
+    for repeat in range(args.repeats):
+        for size in args.record_sizes:
+            progress.begin(f"repeat {repeat + 1}, reference producers, {size or 'plain'} B records")
+            results["reference"].append(
+                {"repeat": repeat, **run_references(args, size, args.partitions[0], progress)})
+            save()
+            progress.done("done")
+        order = GUARANTEES if repeat % 2 == 0 else GUARANTEES[::-1]  # cancels slow drift of the machine
+        for point in plan:
+            for guarantee in order:
+                progress.begin(f"repeat {repeat + 1}, {guarantee}, {point.label}")
+                try:
+                    result = run_point(point, guarantee, workload, work_dir, progress)
+                except Exception as exc:  # one failed run must not cost the whole sweep: recorded, reported
+                    results["failures"].append({"repeat": repeat, "guarantee": guarantee, "point": asdict(point),
+                                                "error": f"{type(exc).__name__}: {exc}"})
+                    save()
+                    progress.done(f"FAILED: {exc}")
+                    continue
+                result["repeat"] = repeat
+                results["pipeline"].append(result)
+                save()
+                progress.done(f"{result['throughput']['sustained_events_per_s'] or 0:,.0f} events/s, "
+                              f"p50 {result['latency_ms']['p50'] or 0:,.0f} ms, counts match reconcile: "
+                              f"{result['counts']['match']}")
+    if args.long_transaction:
+        for mode in modes:
+            progress.begin(f"long transaction, {mode}")
+            scenario = longtx.Scenario(mode=mode, partitions=args.partitions[0], stall_timeout_ms=args.stall_timeout_ms)
+            try:
+                results["long_transaction"].append(longtx.run_scenario(scenario, work_dir, progress, seed=args.seed))
+            except Exception as exc:
+                results["failures"].append({"long_transaction": mode, "error": f"{type(exc).__name__}: {exc}"})
+                progress.done(f"FAILED: {exc}")
+            save()
+            progress.done("done")
+    results["meta"]["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    results["meta"]["minutes"] = round((time.monotonic() - progress.started) / 60, 1)
+    save()
+    report.write(results, args.report, args.out)
+    print(f"raw results: {results_path}\nreport: {args.report}\nplots: {args.out}")
+    return 1 if results["failures"] else 0
+
+
+def run_references(args: argparse.Namespace, size: int, partitions: int, progress: Progress) -> dict:
+    """Raw limit, idempotent and transactional producer on the same records, one after the other."""
+    records = reference.sample_records(size, 20_000, args.seed)
+    seconds = args.reference_seconds
+    progress("raw producer + consumer")
+    raw = reference.producer_rate(settings, records, partitions, seconds, read_back=True)
+    transactional = []
+    for ms in args.commit_intervals:
+        progress(f"transactional producer, a transaction every {ms} ms")
+        transactional.append(reference.producer_rate(settings, records, partitions, seconds, transaction_ms=ms))
+    for n in args.tx_records:
+        progress(f"transactional producer, a transaction every {n} records")
+        transactional.append(reference.producer_rate(settings, records, partitions, seconds, transaction_records=n))
+    return {"record_bytes": size, "mean_record_bytes": sum(len(r.value) for r in records) / len(records),
+            "raw": raw, "transactional": transactional}
+
+
+def cli() -> None:
+    """Entry point: exit code 0 if every run succeeded, one line on stderr for a setup error."""
+    try:
+        sys.exit(main())
+    except (config.ConfigError, broker.BrokerError) as exc:
+        sys.exit(f"error: {exc}")
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,69 @@
+"""Small statistics over measurements: percentiles, medians with spread, rates."""
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Iterable, Optional, Sequence
+
+
+def percentile(values: Sequence[float], q: float) -> Optional[float]:
+    """The ``q``-th percentile (0..100) of ``values``, linearly interpolated; None if empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def summary(values: Sequence[float], quantiles: Iterable[float] = (50, 95, 99)) -> dict[str, Optional[float]]:
+    """``p50``, ``p95``, ... and ``max`` of ``values`` (None where there are none)."""
+    result = {f"p{q:g}": percentile(values, q) for q in quantiles}
+    result["max"] = max(values) if values else None
+    return result
+
+
+def spread(values: Sequence[Optional[float]]) -> dict[str, Optional[float]]:
+    """Median, minimum and maximum of the repeats of one measurement (missing repeats ignored)."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return {"median": None, "min": None, "max": None, "n": 0}
+    return {"median": statistics.median(present), "min": min(present), "max": max(present), "n": len(present)}
+
+
+def sustained_rate(times: Sequence[float], low_q: float = 10, high_q: float = 90) -> Optional[float]:
+    """Events per second between the ``low_q`` and ``high_q`` percentiles of their completion times.
+
+    Leaves out the ramp-up at the start and the last commit's tail at the end.
+    With commits in steps, the events completing in (t_low, t_high] are the ones
+    processed between those two commits, so the ratio stays fair at long intervals.
+    """
+    if len(times) < 2:
+        return None
+    ordered = sorted(times)
+    # actual completion times, not interpolated ones: those could fall between two commits
+    low, high = ordered[int((len(ordered) - 1) * low_q / 100)], ordered[int((len(ordered) - 1) * high_q / 100)]
+    if high <= low:
+        return None
+    done = sum(1 for t in times if low < t <= high)
+    return done / (high - low)
+
+
+def overhead_pct(baseline: Optional[float], other: Optional[float]) -> Optional[float]:
+    """How much lower ``other`` is than ``baseline``, in percent (negative: higher)."""
+    if not baseline or other is None:
+        return None
+    return (baseline - other) / baseline * 100
+
+
+def cdf_points(values: Sequence[float], points: int = 200) -> list[list[float]]:
+    """Up to ``points`` (value, fraction at or below it) pairs describing the distribution."""
+    if not values:
+        return []
+    ordered = sorted(values)
+    n = len(ordered)
+    step = max(1, n // points)
+    indices = list(range(0, n, step))
+    if indices[-1] != n - 1:
+        indices.append(n - 1)
+    return [[ordered[i], (i + 1) / n] for i in indices]

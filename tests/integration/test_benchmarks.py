@@ -1,0 +1,70 @@
+"""The benchmark command's quick mode on the real broker: it produces its report, and the numbers
+in it are present, sane and agree with reconcile. Nothing here checks how fast anything is."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.run import main
+
+pytestmark = pytest.mark.broker
+
+
+@pytest.fixture(scope="module")
+def quick_run(kafka, tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    assert main(["--quick", "--out", str(out), "--report", str(out / "report.md")]) == 0
+    return out, json.loads((out / "results.json").read_text())
+
+
+def test_report_and_plots_are_written(quick_run):
+    out, _ = quick_run
+    for name in ("report.md", "results.json", "throughput.png", "latency_cdf.png", "lso_lag.png"):
+        assert (out / name).stat().st_size > 0, name
+    report = (out / "report.md").read_text()
+    assert "## Findings" in report and "100 ms commit interval" in report
+    assert "Kafka 4" in report or "Kafka 3" in report
+
+
+def test_both_guarantees_measured_with_sane_numbers(quick_run):
+    _, results = quick_run
+    assert sorted(r["guarantee"] for r in results["pipeline"]) == ["at_least_once", "exactly_once"]
+    for run in results["pipeline"]:
+        assert run["throughput"]["sustained_events_per_s"] > 0
+        latency = run["latency_ms"]
+        assert latency["events"] > 0 and 0 < latency["p50"] <= latency["p95"] <= latency["p99"] <= latency["max"]
+        assert run["commits"]["rounds"] > 0 and run["commits"]["p50_ms"] > 0
+        assert run["cpu"]["worker_s_per_1k_events"] > 0 and run["cpu"]["broker_s_per_1k_events"] > 0
+        assert run["worker_peak_rss_mb"] > 0
+        assert set(run["exit_codes"].values()) == {0}
+
+
+def test_benchmark_counts_equal_reconciles_counts(quick_run):
+    _, results = quick_run
+    for run in results["pipeline"]:
+        counts = run["counts"]
+        assert counts["visible_events"] == counts["reconcile_counted_events"] > 0
+        assert counts["visible_updates"] == counts["reconcile_total_updates"]
+        assert run["reconcile_ok"], run["reconcile_problems"]
+
+
+def test_reference_lines_are_measured(quick_run):
+    _, results = quick_run
+    (reference,) = results["reference"]
+    assert reference["raw"]["records_per_s"] > 0 and reference["raw"]["consumer_records_per_s"] > 0
+    assert reference["transactional"] and all(t["transactions"] > 0 for t in reference["transactional"])
+
+
+def test_stalled_transaction_pins_the_lso_until_aborted_by_hand(quick_run):
+    _, results = quick_run
+    (scenario,) = results["long_transaction"]
+    assert scenario["mode"] == "manual"
+    sanity = scenario["sanity"]
+    assert sanity["lso_pinned_at_stalled_record"] and sanity["pipeline_kept_writing_behind_it"]
+    assert sanity["reader_got_nothing_from_partition_0"] and sanity["reader_got_other_partitions"]
+    assert sanity["cleared"] and scenario["cleared_at_s"] > scenario["aborted_at_s"] > scenario["stalled_at_s"]
+    assert scenario["max_lag_records"] > 0
+    abort = scenario["commands"][-1]
+    assert " abort " in abort["command"] and abort["exit_code"] == 0
+    assert scenario["counts"]["match"] and scenario["reconcile_ok"]

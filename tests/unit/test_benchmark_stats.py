@@ -1,0 +1,67 @@
+"""Statistics and planning of the benchmarks (no broker)."""
+import pytest
+
+from benchmarks import stats
+from benchmarks.pipeline import Point
+from benchmarks.run import parse_args, points
+
+
+def test_percentile_interpolates_between_ranks():
+    assert stats.percentile([1, 2, 3, 4], 50) == 2.5
+    assert stats.percentile([5], 99) == 5
+    assert stats.percentile([], 50) is None
+    assert stats.percentile([3, 1, 2], 100) == 3
+
+
+def test_summary_has_max_and_asked_quantiles():
+    result = stats.summary(list(range(101)))
+    assert result == {"p50": 50, "p95": 95, "p99": 99, "max": 100}
+
+
+def test_spread_ignores_missing_repeats():
+    assert stats.spread([3.0, None, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0, "n": 3}
+    assert stats.spread([None])["median"] is None
+
+
+def test_sustained_rate_of_a_steady_stream():
+    times = [i / 100 for i in range(1001)]  # 100 events/s for 10 s
+    assert stats.sustained_rate(times) == pytest.approx(100, rel=0.01)
+
+
+def test_sustained_rate_is_fair_to_commits_in_steps():
+    # 100 events/s, but visible only at whole seconds (a 1 s commit interval)
+    times = [float(i // 100 + 1) for i in range(1000)]
+    assert stats.sustained_rate(times) == pytest.approx(100, rel=0.01)
+
+
+def test_sustained_rate_needs_a_time_span():
+    assert stats.sustained_rate([1.0]) is None
+    assert stats.sustained_rate([2.0, 2.0, 2.0]) is None
+
+
+def test_overhead_is_positive_when_slower():
+    assert stats.overhead_pct(200, 150) == 25
+    assert stats.overhead_pct(100, 110) == pytest.approx(-10)
+    assert stats.overhead_pct(None, 1) is None and stats.overhead_pct(0, 1) is None
+
+
+def test_cdf_points_end_at_one():
+    cdf = stats.cdf_points(list(range(1000)), points=10)
+    assert cdf[-1] == [999, 1.0] and len(cdf) <= 11
+    assert [p[0] for p in cdf] == sorted(p[0] for p in cdf)
+
+
+def test_plan_sweeps_intervals_then_each_other_knob_alone():
+    args = parse_args(["--commit-intervals", "100,500", "--record-sizes", "0,1024", "--workers", "1,2"])
+    assert points(args) == [Point(100, 0, 6, 1), Point(500, 0, 6, 1), Point(100, 1024, 6, 1), Point(100, 0, 6, 2)]
+
+
+def test_quick_mode_is_one_point():
+    args = parse_args(["--quick"])
+    assert points(args) == [Point(100, 0, 6, 1)] and args.repeats == 1
+
+
+@pytest.mark.parametrize("bad", [["--commit-intervals", "fast"], ["--record-sizes", "100000"], ["--repeats", "0"]])
+def test_bad_flags_are_refused(bad):
+    with pytest.raises(SystemExit):
+        parse_args(bad)
