@@ -16,6 +16,7 @@ import logging
 from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping, NamedTuple, Optional
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from faust.exceptions import ConsumerNotStarted
 from faust.types import TP
 from prometheus_client import Counter, Histogram, disable_created_metrics
 from prometheus_client.core import REGISTRY, GaugeMetricFamily
@@ -237,8 +238,13 @@ async def refresh(app: Any) -> None:
 
 
 def _source_partitions(app: Any) -> set[TP]:
+    """Input partitions assigned to this worker (none while its consumer is still starting)."""
     changelog_topics = app.tables.changelog_topics
-    return {tp for tp in app.consumer.assignment() if tp.topic not in changelog_topics}
+    try:
+        assignment = app.consumer.assignment()
+    except ConsumerNotStarted:
+        return set()
+    return {tp for tp in assignment if tp.topic not in changelog_topics}
 
 
 def _end_offsets(isolation_level: str, tps: Iterable[TP]) -> dict[TP, int]:

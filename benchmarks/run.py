@@ -146,7 +146,6 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"report: {args.report}\nplots: {args.out}")
         return 0
     broker.ensure_running(settings)
-    broker.fetch_tools(settings)
     plan = points(args)
     work_dir = REPO_ROOT / ".data" / "bench"
     args.out.mkdir(parents=True, exist_ok=True)

@@ -41,7 +41,6 @@ from confluent_kafka.admin import OffsetSpec
 import config
 from config import GUARANTEES, REPO_ROOT, Settings
 from tools import broker
-from app.eos.offsets import CommittedOffsets
 from tools.kafka import CLIENT_LOG, admin, producer_config
 from tools.loadgen import LoadSpec
 from tools.reconcile import SENTINEL_HEADER
@@ -149,10 +148,23 @@ class FaultRun:
         self.retired: list[Worker] = []  # workers the harness stopped on purpose
         self.admin = admin(self.settings)
         self._stale_admins: list = []  # kept alive: destroying a client right after a broker restart is not safe
-        self.committed = CommittedOffsets(self.settings.bootstrap_servers, self.settings.app_id)
+        self.offsets_reader = Consumer({  # reads the group's committed offsets; never joins it
+            "bootstrap.servers": self.settings.bootstrap_servers,
+            "group.id": self.settings.app_id,
+            "enable.auto.commit": False,
+            "logger": CLIENT_LOG,
+        })
 
     # -- the run ----------------------------------------------------------------
     def execute(self) -> Outcome:
+        try:
+            return self._execute()
+        finally:  # on failure too: leave no worker running (nor paused)
+            for worker in self.run.workers:
+                worker.kill()
+            self.offsets_reader.close()
+
+    def _execute(self) -> Outcome:
         for _ in range(self.plan.workers):
             self.run.add_worker()
         wait_for(lambda: all(_owned(w) for w in self.run.workers), 120, what="every worker to own partitions")
@@ -245,8 +257,8 @@ class FaultRun:
 
     # -- measurements -------------------------------------------------------------
     def _committed(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        offsets = self.committed.read([TopicPartition(t, p) for t, p in tps])
-        return {(tp.topic, tp.partition): -1 if offset is None else offset for tp, offset in offsets.items()}
+        committed = self.offsets_reader.committed([TopicPartition(t, p) for t, p in tps], timeout=30)
+        return {(tp.topic, tp.partition): tp.offset for tp in committed}
 
     def _time_to_progress(self, tps: list[tuple[str, int]], before: dict, since: float) -> float:
         """Seconds from ``since`` until a commit advances one of ``tps`` (or 120 s)."""

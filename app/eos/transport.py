@@ -65,8 +65,9 @@ class TransactionManager(FaustTransactionManager):
         self._uncommitted: dict[SourceTP, int] = {}  # offsets whose commit failed, to retry
         self._dirty: set[int] = set()  # table partitions holding uncommitted effects
         self._group: Any = None
+        self._committed: Optional[CommittedOffsets] = None
         self._ownership = asyncio.Lock()  # commits never overlap a change of owned partitions
-        self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="eos-admin")
+        self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="eos-offsets")
 
     # -- lifecycle -----------------------------------------------------------
     async def on_start(self) -> None:
@@ -79,7 +80,8 @@ class TransactionManager(FaustTransactionManager):
         for transaction in self._transactions.values():
             transaction.close()
         self._transactions.clear()
-        self._committed.close()
+        if self._committed is not None:
+            self._threads.submit(self._committed.close)  # after any read still running there
         self._threads.shutdown(wait=False)
 
     def stopped_cleanly(self) -> bool:

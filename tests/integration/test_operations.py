@@ -217,7 +217,6 @@ def takeover(pipeline, standby_replicas: int) -> dict[str, float]:
 def test_standby_replica_means_fewer_changelog_records_to_restore_at_takeover(pipeline):
     from_scratch = takeover(pipeline, standby_replicas=0)
     from_standby = takeover(pipeline, standby_replicas=1)
-    print(f"takeover without standby: {from_scratch}; with one standby: {from_standby}")
 
     assert from_scratch["moved_held_as_standby"] == 0
     assert from_scratch["moved_restored_at_takeover"] > 0
