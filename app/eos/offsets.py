@@ -67,6 +67,17 @@ class CommittedOffsets:
         committed = _retrying(ask, timeout_s)
         return {tp: (offset if (offset := committed[(tp.topic, tp.partition)]) >= 0 else None) for tp in tps}
 
+    def last_stable_offsets(self, tps: Iterable[Any], timeout_s: float = 60.0) -> dict[Any, int]:
+        """Where read_committed readers of ``tps`` stop now: each partition's LSO."""
+
+        def ask() -> dict[Any, int]:
+            return {
+                tp: self._consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10, cached=False)[1]
+                for tp in tps
+            }
+
+        return _retrying(ask, timeout_s)
+
     def close(self) -> None:
         self._consumer.close()
 

@@ -292,6 +292,11 @@ class TransactionManager(FaustTransactionManager):
             return {}
         return await self._in_thread(self._committed.read, tps)
 
+    async def last_stable_offsets(self, tps: Iterable[TP]) -> dict[TP, int]:
+        """Where ``read_committed`` readers of ``tps`` stop now (the LSO)."""
+        tps = list(tps)
+        return await self._in_thread(self._committed.last_stable_offsets, tps) if tps else {}
+
     # -- helpers ---------------------------------------------------------------
     def _bootstrap_servers(self) -> str:
         return ",".join(f"{url.host}:{url.port or 9092}" for url in self.app.conf.broker)
@@ -352,11 +357,9 @@ class Consumer(faust_aiokafka.Consumer):
     async def highwaters(self, *partitions: TP) -> Mapping[TP, int]:
         # Faust reads these from the last fetch response, which may not exist yet
         # for a partition just assigned; recovery then misjudges where it ends.
-        # Asked of the broker, a read_committed consumer's end offsets are the LSOs.
+        # Asked of the broker, a read_committed reader's end offsets are the LSOs.
         if self.in_transaction:
-            consumer = self._thread._ensure_consumer()
-            ends = await self._thread.call_thread(consumer.end_offsets, list(partitions))
-            return {TP(tp.topic, tp.partition): offset for tp, offset in ends.items()}
+            return await self.transactions.last_stable_offsets(partitions)
         return await super().highwaters(*partitions)
 
     async def seek_to_beginning(self, *partitions: TP) -> None:
