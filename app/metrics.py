@@ -18,7 +18,7 @@ from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping, NamedT
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from faust.exceptions import ConsumerNotStarted
 from faust.types import TP
-from prometheus_client import Counter, Histogram, disable_created_metrics
+from prometheus_client import Counter, disable_created_metrics
 from prometheus_client.core import REGISTRY, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -62,18 +62,7 @@ class AgentMetrics:
         events_dead_lettered.labels(*self._labels, reason).inc()
 
 
-# -- exactly-once commits ------------------------------------------------------------
-transactions_begun = Counter(f"{PREFIX}_transactions_begun_total", "Transactions begun (one per input partition and commit)")
-transactions_committed = Counter(f"{PREFIX}_transactions_committed_total", "Transactions committed")
-transactions_aborted = Counter(f"{PREFIX}_transactions_aborted_total", "Transactions aborted after a failed step")
-producers_fenced = Counter(
-    f"{PREFIX}_producers_fenced_total", "Commits refused because another worker claimed the partition's transactional id"
-)
-commit_duration = Histogram(
-    f"{PREFIX}_commit_duration_seconds",
-    "Duration of one partition's transaction: begin, produce, flush, send offsets, commit (failed ones included)",
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
-)
+# (the exactly-once commits are counted by the protocol itself: app/eos/metrics.py)
 
 # -- table restores ---------------------------------------------------------------------
 changelog_records_restored = Counter(

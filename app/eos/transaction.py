@@ -37,7 +37,7 @@ from typing import Any, Callable, Optional, Sequence
 from aiokafka.structs import RecordMetadata, TopicPartition as AioTopicPartition
 from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from app import metrics
+from app.eos import metrics
 from app.eos.staging import SourceTP, StagedRecord
 
 log = logging.getLogger(__name__)

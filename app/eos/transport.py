@@ -35,8 +35,7 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 from faust.types.tuples import FutureMessage, RecordMetadata
 
-from config import settings
-from app import metrics
+from app.eos import metrics
 from app.eos.staging import Source, SourceTP, StagedRecord, Staging
 from app.eos.offsets import CommittedOffsets
 from app.eos.transaction import (
@@ -49,6 +48,7 @@ from app.eos.transaction import (
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_MARKER = ".eos-clean-shutdown"
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 
 
 class SendOutsideEvent(RuntimeError):
@@ -68,6 +68,7 @@ class TransactionManager(FaustTransactionManager):
         self._committed: Optional[CommittedOffsets] = None
         self._ownership = asyncio.Lock()  # commits never overlap a change of owned partitions
         self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="eos-offsets")
+        self._transaction_timeout_ms = transaction_timeout_ms(self.app.conf.broker)
 
     # -- lifecycle -----------------------------------------------------------
     async def on_start(self) -> None:
@@ -244,7 +245,7 @@ class TransactionManager(FaustTransactionManager):
             app_id=self.app.conf.id,
             producer_config=self._producer_config(),
             group=self._group,
-            call_timeout_s=min(10.0, settings.transaction_timeout_ms / 1000 / 3),
+            call_timeout_s=min(10.0, self._transaction_timeout_ms / 1000 / 3),
         )
         try:
             await transaction.init()
@@ -307,13 +308,29 @@ class TransactionManager(FaustTransactionManager):
             "enable.idempotence": True,
             "acks": "all",
             "linger.ms": 1,
-            "transaction.timeout.ms": settings.transaction_timeout_ms,
+            "transaction.timeout.ms": self._transaction_timeout_ms,
             "partitioner": "murmur2_random",  # the Java client's partitioner, as Faust uses
             "retry.backoff.ms": 20,
         }
 
     async def _in_thread(self, fn: Any, *args: Any) -> Any:
         return await self.loop.run_in_executor(self._threads, fn, *args)
+
+
+def transaction_timeout_ms(broker_urls: Iterable[Any]) -> int:
+    """The ``transaction_timeout_ms`` option of the broker URL, if given.
+
+    ``eos://localhost:9092?transaction_timeout_ms=30000``: how long the broker lets
+    one of this app's transactions stay open before aborting it; at most the
+    brokers' ``transaction.max.timeout.ms``.
+    """
+    for url in broker_urls:
+        if "transaction_timeout_ms" in url.query:
+            value = url.query["transaction_timeout_ms"]
+            if not value.isdigit() or int(value) == 0:
+                raise ValueError(f"transaction_timeout_ms={value!r} in the broker URL: expected milliseconds, e.g. 60000")
+            return int(value)
+    return DEFAULT_TRANSACTION_TIMEOUT_MS
 
 
 def wipe_tables_after_unclean_stop(tabledir: Path) -> None:

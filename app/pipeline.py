@@ -1,0 +1,39 @@
+"""The faust-eos Faust app (``app.app``): ``faust -A app worker`` starts a worker.
+
+Builds the :class:`faust.App` from :mod:`config`, then imports the tables,
+agents, web views and commands that register themselves on it. Workers check
+the settings against the cluster before starting (:mod:`app.preflight`).
+"""
+from __future__ import annotations
+
+import faust
+
+from app import eos  # noqa: F401  registers the eos:// transport
+from app.preflight import Worker
+from config import settings
+
+settings.data_dir.mkdir(parents=True, exist_ok=True)
+app = faust.App(
+    settings.app_id,
+    broker=f"eos://{settings.bootstrap_servers}?transaction_timeout_ms={settings.transaction_timeout_ms}",
+    processing_guarantee=settings.processing_guarantee,
+    broker_commit_interval=settings.commit_interval_ms / 1000,
+    store="rocksdb://",
+    datadir=str(settings.data_dir),
+    topic_partitions=settings.partitions,
+    topic_replication_factor=1,
+    topic_disable_leader=True,
+    # Standby replicas restore changelogs in the background; under exactly-once
+    # that may race with wiping a partition's uncommitted local state: off by default.
+    table_standby_replicas=settings.standby_replicas,
+    broker_session_timeout=settings.session_timeout_s,
+    broker_heartbeat_interval=max(settings.session_timeout_s / 10, 0.5),
+    web_port=settings.web_port,
+    web_host="localhost",
+    web_bind="localhost",
+    Worker=Worker,  # checks the settings against the cluster before a worker starts
+)
+
+import tables  # noqa: E402,F401
+import agents.payments  # noqa: E402,F401
+from app import commands, commit_timer, transaction_commands, views  # noqa: E402,F401

@@ -1,0 +1,44 @@
+"""The exactly-once layer stands alone: any Faust app can use ``eos://``."""
+import subprocess
+import sys
+
+import faust
+import pytest
+
+from app.eos.transport import DEFAULT_TRANSACTION_TIMEOUT_MS, transaction_timeout_ms
+
+
+def test_importing_the_transport_builds_no_app_and_reads_no_environment():
+    program = (
+        "import sys\n"
+        "import app.eos.transport\n"
+        "loaded = [m for m in ('config', 'app.pipeline', 'agents', 'tables', 'app.metrics') if m in sys.modules]\n"
+        "print(','.join(loaded) or 'none')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "none"
+
+
+def test_another_app_gets_the_eos_transport_from_its_broker_url():
+    other = faust.App("someone-elses-app", broker="eos://localhost:9092", processing_guarantee="exactly_once")
+    assert other.transport.__class__.__module__ == "app.eos.transport"
+
+
+def broker_urls(url: str) -> list:
+    return faust.App("x", broker=url).conf.broker
+
+
+def test_transaction_timeout_defaults_to_a_minute():
+    assert transaction_timeout_ms(broker_urls("eos://localhost:9092")) == DEFAULT_TRANSACTION_TIMEOUT_MS == 60_000
+
+
+def test_transaction_timeout_is_read_from_the_broker_url():
+    assert transaction_timeout_ms(broker_urls("eos://localhost:9092?transaction_timeout_ms=30000")) == 30_000
+    assert transaction_timeout_ms(broker_urls("eos://h1:9092;h2:9092?transaction_timeout_ms=5000")) == 5_000
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "1.5", "soon", ""])
+def test_a_bad_transaction_timeout_is_refused_with_its_value(value):
+    with pytest.raises(ValueError, match="transaction_timeout_ms"):
+        transaction_timeout_ms(broker_urls(f"eos://localhost:9092?transaction_timeout_ms={value}"))
