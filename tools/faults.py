@@ -40,6 +40,7 @@ from confluent_kafka.admin import OffsetSpec
 
 import config
 from config import GUARANTEES, REPO_ROOT, Settings
+from app.eos.offsets import retrying
 from tools import broker
 from tools.kafka import CLIENT_LOG, admin, producer_config
 from tools.loadgen import LoadSpec
@@ -257,7 +258,8 @@ class FaultRun:
 
     # -- measurements -------------------------------------------------------------
     def _committed(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        committed = self.offsets_reader.committed([TopicPartition(t, p) for t, p in tps], timeout=30)
+        # asked again while the broker reloads its coordinators after a restart
+        committed = retrying(lambda: self.offsets_reader.committed([TopicPartition(t, p) for t, p in tps], timeout=30), 120)
         return {(tp.topic, tp.partition): tp.offset for tp in committed}
 
     def _time_to_progress(self, tps: list[tuple[str, int]], before: dict, since: float) -> float:

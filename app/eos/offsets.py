@@ -64,7 +64,7 @@ class CommittedOffsets:
                     raise KafkaException(partition.error)
             return {(p.topic, p.partition): p.offset for p in result}
 
-        committed = _retrying(ask, timeout_s)
+        committed = retrying(ask, timeout_s)
         return {tp: (offset if (offset := committed[(tp.topic, tp.partition)]) >= 0 else None) for tp in tps}
 
     def last_stable_offsets(self, tps: Iterable[Any], timeout_s: float = 60.0) -> dict[Any, int]:
@@ -76,13 +76,13 @@ class CommittedOffsets:
                 for tp in tps
             }
 
-        return _retrying(ask, timeout_s)
+        return retrying(ask, timeout_s)
 
     def close(self) -> None:
         self._consumer.close()
 
 
-def _retrying(ask: Callable[[], T], timeout_s: float) -> T:
+def retrying(ask: Callable[[], T], timeout_s: float) -> T:
     """``ask()`` again while the broker answers with a transient error (e.g. just after a restart)."""
     deadline = time.monotonic() + timeout_s
     told = False
