@@ -53,12 +53,6 @@ def test_second_worker_joining_mid_stream_keeps_totals_exact(pipeline, guarantee
     assert run.stop_all() == {"worker-0": 0, "worker-1": 0}
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known intermittent defect (README, Known limitations): after a clean restart a worker "
-    "resumed two input partitions a few offsets before the end of what it had applied, and the "
-    "first new events there (4 of 2,000) were never applied",
-)
 def test_restarted_worker_resumes_from_its_committed_state(pipeline):
     run = pipeline("exactly_once")
     run.produce(LoadSpec(count=2_000, seed=14))
