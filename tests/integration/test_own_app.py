@@ -16,10 +16,11 @@ import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
-from tools.kafka import admin, committed_reader_config, producer_config
+from tools.kafka import admin, producer_config
+from tools.reconcile import read_committed
 from tools.workers import free_port, wait_for
 
 WORD_COUNT_APP = '''
@@ -75,26 +76,9 @@ def produce_words(kafka, topic: str, rate: float = 150.0) -> None:
     producer.flush(30)
 
 
-def read_committed(kafka, topic: str) -> list[dict]:
-    consumer = Consumer(committed_reader_config(kafka, **{"group.id": f"check-{uuid.uuid4().hex}"}))
-    try:
-        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions}
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        updates, done = [], {p for p, end in ends.items() if end == 0}
-        while len(done) < len(ends):
-            message = consumer.poll(1.0)
-            if message is None or message.error():
-                # control records leave gaps: a partition is read once its position passes the LSO
-                positions = consumer.position([TopicPartition(topic, p) for p in ends])
-                done |= {tp.partition for tp in positions if tp.offset >= ends[tp.partition]}
-                continue
-            updates.append(json.loads(message.value()))
-            if message.offset() + 1 >= ends[message.partition()]:
-                done.add(message.partition())
-        return updates
-    finally:
-        consumer.close()
+def counts_seen(kafka, topic: str) -> list[dict]:
+    """Every committed count update, as a read_committed reader sees them."""
+    return [json.loads(record.value) for record in read_committed(kafka, topic)]
 
 
 def test_another_faust_app_counts_exactly_once_across_a_crash(kafka, tmp_path):
@@ -122,13 +106,13 @@ def test_another_faust_app_counts_exactly_once_across_a_crash(kafka, tmp_path):
     try:
         wait_for(lambda: "Worker ready" in log.read_text(), timeout=180, what="the worker to be ready")
         feeder.start()  # words keep coming while the worker is killed and restarted
-        wait_for(lambda: len(read_committed(kafka, counts_topic)) >= 500, timeout=180, what="the first counts")
+        wait_for(lambda: len(counts_seen(kafka, counts_topic)) >= 500, timeout=180, what="the first counts")
         assert feeder.is_alive(), "the load was over before the crash"
         worker.send_signal(signal.SIGKILL)
         worker.wait(30)
         worker = start(tmp_path, log)
-        wait_for(lambda: len(read_committed(kafka, counts_topic)) >= EVENTS, timeout=240, what="every count")
-        updates = read_committed(kafka, counts_topic)
+        wait_for(lambda: len(counts_seen(kafka, counts_topic)) >= EVENTS, timeout=240, what="every count")
+        updates = counts_seen(kafka, counts_topic)
     finally:
         worker.kill()
         worker.wait(30)
