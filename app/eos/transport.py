@@ -1,7 +1,11 @@
 """Exactly-once for Faust: the transport that replaces Faust's own transaction handling.
 
 Faust keeps doing what it does well (consuming, streams, tables, recovery with
-``read_committed`` readers); this module changes three things:
+``read_committed`` readers); this module changes four things:
+
+* **Delivery**: each input record is handed to the agents once per ownership
+  of its partition, and a commit never passes a record not yet processed
+  (:mod:`app.eos.delivery`).
 
 * **Sends** made while an agent processes an event are not produced at once:
   they are staged with the event's partition and offset (:mod:`app.eos.staging`).
@@ -25,7 +29,7 @@ import logging
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Awaitable, Iterable, Mapping, Optional, Set
+from typing import Any, AsyncIterator, Awaitable, Iterable, Mapping, Optional, Set
 
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import KafkaException
@@ -36,6 +40,7 @@ from faust.types import TP
 from faust.types.tuples import FutureMessage, RecordMetadata
 
 from app.eos import metrics
+from app.eos.delivery import Delivery
 from app.eos.staging import Source, SourceTP, StagedRecord, Staging
 from app.eos.offsets import CommittedOffsets
 from app.eos.transaction import (
@@ -213,10 +218,22 @@ class TransactionManager(FaustTransactionManager):
 
     # -- ownership -------------------------------------------------------------
     async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
-        """Faust forgot the revoked partitions' pending offsets: drop their records."""
+        """Faust forgot the revoked partitions' pending offsets: drop their records and producers.
+
+        Nothing of theirs may commit any more: events processed after the hand-over
+        commit had their records dropped, and events the streams skip while the
+        rebalance runs are acknowledged unprocessed.
+        """
         gone = {SourceTP(tp.topic, tp.partition) for tp in revoked}
         for tp in gone & self.staging.pending():
             self._lose(tp, f"{tp.topic}[{tp.partition}] revoked before commit")
+        async with self._ownership:
+            for tp in gone & self._transactions.keys():
+                self._transactions.pop(tp).close()
+
+    def owns(self, tp: TP) -> bool:
+        """Whether this worker claimed input partition ``tp`` in the current assignment."""
+        return SourceTP(tp.topic, tp.partition) in self._transactions
 
     async def on_rebalance(self, assigned: Set[TP], revoked: Set[TP], newly_assigned: Set[TP]) -> None:
         """Wipe dirty state, then claim every assigned input partition afresh.
@@ -344,7 +361,17 @@ def wipe_tables_after_unclean_stop(tabledir: Path) -> None:
 
 
 class Consumer(faust_aiokafka.Consumer):
-    """Faust's consumer, committing what it holds before partitions move."""
+    """Faust's consumer, committing what it holds before partitions move.
+
+    Under exactly-once, what its agents are handed and how far a commit reaches
+    is decided by :class:`app.eos.delivery.Delivery`, not by Faust's read
+    offsets and gaps: each input record is handed out once per ownership of its
+    partition, and a commit never passes a record that was not processed.
+    """
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.delivery = Delivery()
 
     async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
         # Faust forgets revoked partitions' processed-but-uncommitted offsets,
@@ -355,18 +382,51 @@ class Consumer(faust_aiokafka.Consumer):
             await self.wait_empty()
             await self._commit_all_processed()
             log.info("Handing over partitions; committed offsets: %s", _offsets_text(self._committed_offset))
+        self.delivery.close()  # nothing more is handed out or committed until the next positioning
         await super().on_partitions_revoked(revoked)
+
+    async def _getmany(self, active_partitions: Optional[Set[TP]], timeout: float) -> Mapping[TP, list]:
+        if not self.in_transaction:
+            return await super()._getmany(active_partitions, timeout)
+        started = self.delivery.fetch_started()
+        records = await super()._getmany(active_partitions, timeout)
+        return self.delivery.fetched(records, started)
+
+    async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Any]]:
+        changelogs = self.app.tables.changelog_topics if self.in_transaction else ()
+        async for tp, message in super().getmany(timeout):
+            if not self.in_transaction or tp.topic in changelogs or self.delivery.admit(tp, message):
+                yield tp, message
+
+    async def _add_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
+        # Under exactly-once, offsets that hold no record are Delivery's business.
+        if not self.in_transaction:
+            await super()._add_gap(tp, offset_from, offset_to)
+
+    def _filter_committable_offsets(self, tps: Iterable[TP]) -> dict[TP, int]:
+        if not self.in_transaction:
+            return super()._filter_committable_offsets(tps)
+        offsets = {}
+        for tp in tps:
+            offset = self.delivery.committable(tp)
+            committed = self._committed_offset[tp]
+            if offset is not None and (committed is None or offset > committed):
+                offsets[tp] = offset
+            if committed is not None:  # Faust's own ack lists decide nothing here: keep them short
+                acked = self._acked[tp]
+                acked[:] = [acked_offset for acked_offset in acked if acked_offset >= committed]
+                self._acked_index[tp].intersection_update(acked)
+        return offsets
 
     def request_rejoin(self) -> None:
         """Make the group rebalance soon: partitions are then claimed afresh."""
         coordinator = self._thread._ensure_consumer()._coordinator
         self._thread.thread_loop.call_soon_threadsafe(coordinator.request_rejoin)
 
-    async def seek_to_committed(self) -> Mapping[TP, int]:
+    async def seek_to_committed(self) -> Mapping[TP, Optional[int]]:
         if self.in_transaction:
-            offsets = await self._seek_to_stable_offsets()
-        else:
-            offsets = await super().seek_to_committed()
+            return await self._position_sources()
+        offsets = await super().seek_to_committed()
         sources = {tp: offset for tp, offset in offsets.items() if tp.topic not in self.app.tables.changelog_topics}
         log.info("Resuming from committed offsets: %s", _offsets_text(sources))
         return offsets
@@ -401,23 +461,57 @@ class Consumer(faust_aiokafka.Consumer):
         consumer = self._thread._ensure_consumer()
         await self._thread.call_thread(consumer.seek, tp, offset)
 
-    async def _seek_to_stable_offsets(self) -> Mapping[TP, Optional[int]]:
-        # A plain offset fetch can return the offset before a transaction whose
-        # commit markers are still being written; this one waits for them.
-        sources = [tp for tp in self.assignment() if tp.topic not in self.app.tables.changelog_topics]
-        offsets = await self.transactions.stable_committed_offsets(sources)
-        for tp, offset in offsets.items():
-            if offset is not None:
-                await self.seek(tp, offset)
-        return offsets
+    async def _position_sources(self) -> Mapping[TP, Optional[int]]:
+        """Seek each owned input partition to where handing out resumes; return the committed offsets.
+
+        Faust calls this when recovery completes, and again whenever it fetches
+        while the flow is stopped. The first time in an assignment a partition
+        starts at its stable committed offset (a plain offset fetch can return
+        the offset before a transaction whose commit markers are still being
+        written; this one waits for them), or at its first offset if the group
+        never committed it. Later it resumes after the last record handed out.
+        """
+        # Only claimed partitions: a claim fences the previous owner, after which its committed offset is final.
+        sources = [
+            tp
+            for tp in self.assignment()
+            if tp.topic not in self.app.tables.changelog_topics and self.transactions.owns(tp)
+        ]
+        committed = await self.transactions.stable_committed_offsets(sources)
+        never_committed = [tp for tp in sources if committed.get(tp) is None and self.delivery.resume_point(tp) is None]
+        first_offsets = await self.earliest_offsets(*never_committed) if never_committed else {}
+        started: dict[TP, int] = {}
+        resumed: dict[TP, int] = {}
+        for tp in sources:
+            resume = self.delivery.resume_point(tp)
+            if resume is None:
+                start = committed.get(tp)
+                started[tp] = start if start is not None else first_offsets[tp]
+            else:
+                resumed[tp] = resume
+        for tp, offset in {**started, **resumed}.items():
+            with self.delivery.seeking(tp):
+                await self._seek(tp, offset)
+            if tp in started:
+                self.delivery.position(tp, offset)
+        if started:
+            log.info("Resuming from committed offsets: %s", _offsets_text(started))
+        if resumed:
+            log.info("Resuming after the records already handed out: %s", _offsets_text(resumed))
+        return committed
 
     async def _commit_all_processed(self, attempts: int = 5) -> None:
         # commit() only joins a commit already running, which may have started
         # before the last events were processed: repeat until none is left
         for _ in range(attempts):
-            if not any(self._acked.values()):
+            if not self._processed_uncommitted():
                 return
             await self.commit()
+
+    def _processed_uncommitted(self) -> bool:
+        if self.in_transaction:
+            return bool(self._filter_committable_offsets(self.assignment()))
+        return any(self._acked.values())
 
     async def on_stop(self) -> None:
         await super().on_stop()
