@@ -395,8 +395,16 @@ class Consumer(faust_aiokafka.Consumer):
     async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Any]]:
         changelogs = self.app.tables.changelog_topics if self.in_transaction else ()
         async for tp, message in super().getmany(timeout):
-            if not self.in_transaction or tp.topic in changelogs or self.delivery.admit(tp, message):
+            if not self.in_transaction or tp.topic in changelogs or self._admit(tp, message):
                 yield tp, message
+
+    def _admit(self, tp: TP, message: Any) -> bool:
+        # Faust's streams skip events while the app's flow control is suspended (as it
+        # is until recovery completes) or from an older generation, and acknowledge them
+        # unprocessed: handed out then, a record would count as processed. It waits.
+        if not self.app.flow_control.is_active() or message.generation_id != self.app.consumer_generation_id:
+            return False
+        return self.delivery.admit(tp, message)
 
     async def _add_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
         # Under exactly-once, offsets that hold no record are Delivery's business.
