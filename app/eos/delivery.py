@@ -25,9 +25,9 @@ partition was claimed), it keeps:
   stream that took them).
 
 A commit reaches up to the first record handed out and not processed, or past
-the last one handed out. A fetch that overlapped a seek of a partition brings
-records from the old position: they are ignored, the new position fetches
-them again.
+the last one handed out. A fetch that overlapped a seek of a partition may
+bring records from the old position: they are ignored, and the partition is
+sought back to its resume point to fetch them again.
 """
 from __future__ import annotations
 
@@ -90,24 +90,30 @@ class Delivery:
         """A token for :meth:`fetched`: taken before a fetch begins."""
         return self._now
 
-    def fetched(self, records: Mapping[TP, Sequence[Any]], started: int) -> dict[TP, list[Any]]:
-        """Note a fetch's records; return what to offer, per partition, in offset order.
+    def fetched(self, records: Mapping[TP, Sequence[Any]], started: int) -> tuple[dict[TP, list[Any]], set[TP]]:
+        """Note a fetch's records; return what to offer, per partition, in offset order, and what to seek again.
 
-        For a positioned partition that is every record fetched and not handed
-        out yet, including those an earlier fetch brought and Faust dropped.
-        Records of other partitions (not positioned, not owned) pass unchanged.
+        For a positioned partition the offer is every record fetched and not
+        handed out yet, including those an earlier fetch brought and Faust
+        dropped. Records of other partitions (not positioned, not owned) pass
+        unchanged. A positioned partition whose records were ignored (the fetch
+        overlapped a seek of it) must be sought back to its resume point: the
+        consumer's position has moved past them.
         """
         offered: dict[TP, list[Any]] = {}
+        ignored: set[TP] = set()
         for tp, batch in records.items():
             partition = self._partitions.get(tp)
             if partition is None:
                 offered[tp] = list(batch)
-            elif tp not in self._seeking and self._last_seek.get(tp, 0) <= started:
+            elif tp in self._seeking or self._last_seek.get(tp, 0) > started:
+                ignored.add(tp)
+            else:
                 _note(partition, batch)
         for tp, partition in self._partitions.items():
             if partition.waiting:
                 offered[tp] = list(partition.waiting.values())
-        return offered
+        return offered, ignored
 
     def admit(self, tp: TP, message: Any) -> bool:
         """Whether to hand ``message`` to the agents: only the first record waiting may go."""

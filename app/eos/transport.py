@@ -390,7 +390,13 @@ class Consumer(faust_aiokafka.Consumer):
             return await super()._getmany(active_partitions, timeout)
         started = self.delivery.fetch_started()
         records = await super()._getmany(active_partitions, timeout)
-        return self.delivery.fetched(records, started)
+        offered, ignored = self.delivery.fetched(records, started)
+        for tp in ignored:
+            resume = self.delivery.resume_point(tp)
+            if resume is not None:
+                with self.delivery.seeking(tp):
+                    await self._seek(tp, resume)
+        return offered
 
     async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Any]]:
         changelogs = self.app.tables.changelog_topics if self.in_transaction else ()

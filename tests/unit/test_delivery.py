@@ -21,10 +21,14 @@ class Message:
     acked: bool = False
 
 
-def fetch(delivery, tp, *offsets, started=None):
-    """What one fetch of ``tp`` offers, as Faust's fetch loop would see it."""
+def fetch_and_ignored(delivery, tp, *offsets, started=None):
+    """What one fetch of ``tp`` offers, as Faust's fetch loop would see it, and what must be sought again."""
     token = delivery.fetch_started() if started is None else started
     return delivery.fetched({tp: [Record(o) for o in offsets]} if offsets else {}, token)
+
+
+def fetch(delivery, tp, *offsets, started=None):
+    return fetch_and_ignored(delivery, tp, *offsets, started=started)[0]
 
 
 def hand_out(delivery, offered, tp=PAYMENTS, stop_after=None):
@@ -98,9 +102,13 @@ def test_a_fetch_that_overlapped_a_seek_is_ignored_for_that_partition():
     delivery = positioned()
     started = delivery.fetch_started()
     with delivery.seeking(PAYMENTS):
-        during = fetch(delivery, PAYMENTS, 150, 151)  # from the old position
-    assert PAYMENTS not in during
-    assert PAYMENTS not in fetch(delivery, PAYMENTS, 150, started=started)  # began before the seek ended
+        during, seek_again = fetch_and_ignored(delivery, PAYMENTS, 150, 151)  # from the old position
+    assert PAYMENTS not in during and seek_again == {PAYMENTS}
+    # began before the seek ended: these may be the new position's records, which the
+    # consumer has now passed, so the partition must be sought back to fetch them again
+    offered, seek_again = fetch_and_ignored(delivery, PAYMENTS, 100, started=started)
+    assert PAYMENTS not in offered and seek_again == {PAYMENTS}
+    assert delivery.resume_point(PAYMENTS) == 100
     assert offsets(hand_out(delivery, fetch(delivery, PAYMENTS, 100))) == [100]
 
 
@@ -108,7 +116,8 @@ def test_a_fetch_that_overlapped_the_positioning_is_ignored():
     delivery = Delivery()
     started = delivery.fetch_started()
     delivery.position(PAYMENTS, 100)
-    assert PAYMENTS not in fetch(delivery, PAYMENTS, 120, started=started)
+    offered, seek_again = fetch_and_ignored(delivery, PAYMENTS, 120, started=started)
+    assert PAYMENTS not in offered and seek_again == {PAYMENTS}
 
 
 def test_a_refetch_after_a_seek_back_keeps_the_waiting_records_in_order():
