@@ -406,8 +406,9 @@ class Consumer(faust_aiokafka.Consumer):
 
     def _admit(self, tp: TP, message: Any) -> bool:
         # Faust's streams skip events while the app's flow control is suspended (as it
-        # is until recovery completes) or from an older generation, and acknowledge them
-        # unprocessed: handed out then, a record would count as processed. It waits.
+        # is until recovery completes) or from an older generation. Its pure-Python
+        # stream acknowledges them unprocessed (a commit would pass them), the compiled
+        # one leaves them unacknowledged (every later commit would wait): they wait here.
         if not self.app.flow_control.is_active() or message.generation_id != self.app.consumer_generation_id:
             return False
         return self.delivery.admit(tp, message)
