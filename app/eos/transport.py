@@ -486,6 +486,7 @@ class Consumer(faust_aiokafka.Consumer):
         written; this one waits for them), or at its first offset if the group
         never committed it. Later it resumes after the last record handed out.
         """
+        generation = self.app.consumer_generation_id
         # Only claimed partitions: a claim fences the previous owner, after which its committed offset is final.
         sources = [
             tp
@@ -504,10 +505,15 @@ class Consumer(faust_aiokafka.Consumer):
                 started[tp] = start if start is not None else first_offsets[tp]
             else:
                 resumed[tp] = resume
+        def still_owned(tp: TP) -> bool:  # else a rebalance overtook this; the next positioning starts afresh
+            return self.app.consumer_generation_id == generation and self.transactions.owns(tp)
+
         for tp, offset in {**started, **resumed}.items():
+            if not still_owned(tp):
+                continue
             with self.delivery.seeking(tp):
                 await self._seek(tp, offset)
-            if tp in started:
+            if tp in started and still_owned(tp):
                 self.delivery.position(tp, offset)
         if started:
             log.info("Resuming from committed offsets: %s", _offsets_text(started))
