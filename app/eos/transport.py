@@ -405,11 +405,17 @@ class Consumer(faust_aiokafka.Consumer):
                 yield tp, message
 
     def _admit(self, tp: TP, message: Any) -> bool:
-        # Faust's streams skip events while the app's flow control is suspended (as it
-        # is until recovery completes) or from an older generation. Its pure-Python
-        # stream acknowledges them unprocessed (a commit would pass them), the compiled
-        # one leaves them unacknowledged (every later commit would wait): they wait here.
-        if not self.app.flow_control.is_active() or message.generation_id != self.app.consumer_generation_id:
+        # Until a rebalance is over, a record handed out may never be processed: Faust
+        # resumes its flow control several times while recovery runs, and every resume
+        # empties the streams' queues; its streams skip events while flow control is
+        # suspended or from an older generation (the pure-Python stream acknowledges them
+        # unprocessed, so a commit would pass them; the compiled one leaves them
+        # unacknowledged, so every later commit would wait). Such records wait here.
+        if (
+            self.app.rebalancing
+            or not self.app.flow_control.is_active()
+            or message.generation_id != self.app.consumer_generation_id
+        ):
             return False
         return self.delivery.admit(tp, message)
 
