@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Iterable, Mapping, Optional, Set
 
+from aiokafka.errors import KafkaError as AioKafkaError
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import KafkaException
 from faust.streams import current_event
@@ -499,18 +500,26 @@ class Consumer(faust_aiokafka.Consumer):
             for tp in self.assignment()
             if tp.topic not in self.app.tables.changelog_topics and self.transactions.owns(tp)
         ]
-        committed = await self.transactions.stable_committed_offsets(sources)
-        never_committed = [tp for tp in sources if committed.get(tp) is None and self.delivery.resume_point(tp) is None]
-        first_offsets = await self.earliest_offsets(*never_committed) if never_committed else {}
+        never_positioned = [tp for tp in sources if self.delivery.resume_point(tp) is None]
+        try:
+            committed = await self.transactions.stable_committed_offsets(sources)
+            never_committed = [tp for tp in never_positioned if committed.get(tp) is None]
+            first_offsets = await self.earliest_offsets(*never_committed) if never_committed else {}
+        except (KafkaException, AioKafkaError) as exc:
+            # The broker is away for longer than the reads wait (a restart on a busy machine).
+            # Unpositioned partitions hand nothing out; the next assignment positions them.
+            log.warning("Could not read where to resume (%s); rejoining the group to try again", exc)
+            self.request_rejoin()
+            return {}
         started: dict[TP, int] = {}
         resumed: dict[TP, int] = {}
         for tp in sources:
-            resume = self.delivery.resume_point(tp)
-            if resume is None:
+            if tp in never_positioned:
                 start = committed.get(tp)
                 started[tp] = start if start is not None else first_offsets[tp]
-            else:
+            elif (resume := self.delivery.resume_point(tp)) is not None:
                 resumed[tp] = resume
+
         def still_owned(tp: TP) -> bool:  # else a rebalance overtook this; the next positioning starts afresh
             return self.app.consumer_generation_id == generation and self.transactions.owns(tp)
 
