@@ -223,7 +223,7 @@ class TransactionManager(FaustTransactionManager):
 
         Nothing of theirs may commit any more: events processed after the hand-over
         commit had their records dropped, and events the streams skip while the
-        rebalance runs are acknowledged unprocessed.
+        rebalance runs may be acknowledged unprocessed.
         """
         gone = {SourceTP(tp.topic, tp.partition) for tp in revoked}
         for tp in gone & self.staging.pending():
