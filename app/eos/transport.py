@@ -395,14 +395,17 @@ class Consumer(faust_aiokafka.Consumer):
         for tp in ignored:
             resume = self.delivery.resume_point(tp)
             if resume is not None:
-                with self.delivery.seeking(tp):
-                    await self._seek(tp, resume)
+                await self._seek_source(tp, resume)
         return offered
 
-    async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Any]]:
-        changelogs = self.app.tables.changelog_topics if self.in_transaction else ()
-        async for tp, message in super().getmany(timeout):
-            if not self.in_transaction or tp.topic in changelogs or self._admit(tp, message):
+    def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Any]]:
+        fetched = super().getmany(timeout)
+        return self._admitted(fetched) if self.in_transaction else fetched
+
+    async def _admitted(self, fetched: AsyncIterator[tuple[TP, Any]]) -> AsyncIterator[tuple[TP, Any]]:
+        changelogs = self.app.tables.changelog_topics
+        async for tp, message in fetched:
+            if tp.topic in changelogs or self._admit(tp, message):
                 yield tp, message
 
     def _admit(self, tp: TP, message: Any) -> bool:
@@ -477,6 +480,11 @@ class Consumer(faust_aiokafka.Consumer):
             return None
         return count
 
+    async def _seek_source(self, tp: TP, offset: int) -> None:
+        """Seek an input partition; Delivery ignores its records from fetches that overlap the seek."""
+        with self.delivery.seeking(tp):
+            await self._seek(tp, offset)
+
     async def _seek(self, tp: TP, offset: int) -> None:
         # On the consumer's own thread: a seek from this one races with a fetch
         # in progress there (aiokafka then fails with a KeyError in its fetcher).
@@ -526,8 +534,7 @@ class Consumer(faust_aiokafka.Consumer):
         for tp, offset in {**started, **resumed}.items():
             if not still_owned(tp):
                 continue
-            with self.delivery.seeking(tp):
-                await self._seek(tp, offset)
+            await self._seek_source(tp, offset)
             if tp in started and still_owned(tp):
                 self.delivery.position(tp, offset)
         if started:
