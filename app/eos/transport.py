@@ -20,7 +20,9 @@ Faust keeps doing what it does well (consuming, streams, tables, recovery with
   exactly where this one stopped.
 
 Local table state that may hold effects of transactions that never committed
-(after a crash, a fence or an abort) is wiped and restored from the changelog.
+(after a crash, a fence or an abort) is wiped and restored from the changelog,
+and a restore ends once it has applied the changelog's last committed record
+(:meth:`app.eos.offsets.CommittedOffsets.restore_ends`).
 """
 from __future__ import annotations
 
@@ -88,7 +90,8 @@ class TransactionManager(FaustTransactionManager):
             transaction.close()
         self._transactions.clear()
         if self._committed is not None:
-            self._threads.submit(self._committed.close)  # after any read still running there
+            self._committed.interrupt()  # a read still running gives up, so the close soon follows
+            self._threads.submit(self._committed.close)
         self._threads.shutdown(wait=False)
 
     def stopped_cleanly(self) -> bool:
@@ -311,10 +314,10 @@ class TransactionManager(FaustTransactionManager):
             return {}
         return await self._in_thread(self._committed.read, tps)
 
-    async def last_stable_offsets(self, tps: Iterable[TP]) -> dict[TP, int]:
-        """Where ``read_committed`` readers of ``tps`` stop now (the LSO)."""
+    async def restore_ends(self, tps: Iterable[TP]) -> dict[TP, int]:
+        """Per changelog partition, the offset just past its last committed record."""
         tps = list(tps)
-        return await self._in_thread(self._committed.last_stable_offsets, tps) if tps else {}
+        return await self._in_thread(self._committed.restore_ends, tps) if tps else {}
 
     # -- helpers ---------------------------------------------------------------
     def _bootstrap_servers(self) -> str:
@@ -457,12 +460,26 @@ class Consumer(faust_aiokafka.Consumer):
         return offsets
 
     async def highwaters(self, *partitions: TP) -> Mapping[TP, int]:
-        # Faust reads these from the last fetch response, which may not exist yet
-        # for a partition just assigned; recovery then misjudges where it ends.
-        # Asked of the broker, a read_committed reader's end offsets are the LSOs.
+        # Faust's recovery asks where each changelog ends and takes a partition as
+        # restored once it has applied the record just before that end. Faust reads
+        # the end from the last fetch response, which may not exist yet for a partition
+        # just assigned; and under transactions the offsets before the end hold commit
+        # markers, not records. Asked of the broker: the offset past the last committed record.
         if self.in_transaction:
-            return await self.transactions.last_stable_offsets(partitions)
+            return await self.transactions.restore_ends(partitions)
         return await super().highwaters(*partitions)
+
+    async def position(self, tp: TP) -> Optional[int]:
+        if self.in_transaction and tp.topic in self.app.tables.changelog_topics:
+            # Faust's recovery asks this only to guess, after a quiet spell, that what is
+            # left of a changelog is transaction markers, and then skips to its end. The
+            # consumer's position runs ahead of records not yet applied (fetched, or
+            # queued for the tables), which that guess skipped. highwaters() says where
+            # the last record is, so no guess is needed: answer how far recovery applied.
+            recovery = self.app.tables.recovery
+            applied = recovery.active_offsets.get(tp, recovery.standby_offsets.get(tp))
+            return -1 if applied is None else applied
+        return await super().position(tp)
 
     async def seek_to_beginning(self, *partitions: TP) -> None:
         # declared by Faust's consumer but left unimplemented by its aiokafka driver
