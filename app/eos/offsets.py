@@ -53,17 +53,15 @@ class CommittedOffsets:
     """
 
     def __init__(self, bootstrap_servers: str, group_id: str) -> None:
-        self._consumer = Consumer({
+        common = {
             "bootstrap.servers": bootstrap_servers,
             "group.id": group_id,
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
-        })
+        }
+        self._consumer = Consumer(common)
         self._reader = Consumer({  # assigned partitions only, to find where they end
-            "bootstrap.servers": bootstrap_servers,
-            "group.id": group_id,
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
+            **common,
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": 10,
@@ -84,6 +82,7 @@ class CommittedOffsets:
         tps = list(tps)
 
         def ask() -> dict[tuple[str, int], int]:
+            self._raise_if_closing()
             result = self._consumer.committed([TopicPartition(tp.topic, tp.partition) for tp in tps], timeout=10)
             for partition in result:
                 if partition.error is not None:
@@ -91,7 +90,7 @@ class CommittedOffsets:
             return {(p.topic, p.partition): p.offset for p in result}
 
         with self._in_use:
-            committed = retrying(self._unless_closing(ask), timeout_s)
+            committed = retrying(ask, timeout_s)
         return {tp: (offset if (offset := committed[(tp.topic, tp.partition)]) >= 0 else None) for tp in tps}
 
     def restore_ends(self, tps: Iterable[Any], timeout_s: float = 60.0) -> dict[Any, int]:
@@ -118,12 +117,13 @@ class CommittedOffsets:
                 for key, last in self._last_records(starts, deadline).items():
                     if last is not None:
                         ends[key] = last + 1
+                # search further back where no record turned up and the log start is not reached yet
                 searching = {key for key in searching if ends[key] == bounds[key][0] and starts[key] > bounds[key][0]}
                 span *= 8
             return ends
 
         with self._in_use:
-            ends = retrying(self._unless_closing(ask), timeout_s)
+            ends = retrying(ask, timeout_s)
         return {tp: ends[(tp.topic, tp.partition)] for tp in tps}
 
     def _last_records(self, starts: dict[tuple[str, int], int], deadline: float) -> dict[tuple[str, int], Optional[int]]:
@@ -160,13 +160,6 @@ class CommittedOffsets:
         with self._in_use:
             self._consumer.close()
             self._reader.close()
-
-    def _unless_closing(self, ask: Callable[[], T]) -> Callable[[], T]:
-        def checked() -> T:
-            self._raise_if_closing()
-            return ask()
-
-        return checked
 
     def _raise_if_closing(self) -> None:
         if self._closing.is_set():

@@ -82,4 +82,3 @@ def test_a_partition_without_committed_records_ends_where_it_starts(kafka, chang
     ends = offsets.restore_ends([TP(topic, 0), TP(topic, 1)])
 
     assert ends == {TP(topic, 0): 0, TP(topic, 1): 0}
-
