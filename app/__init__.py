@@ -1,9 +1,8 @@
-"""faust-eos: the exactly-once layer (:mod:`app.eos`) and the app built on it.
+"""The example payment pipeline, built on the :mod:`faust_eos` library.
 
 ``faust -A app worker`` finds the app as ``app.app``, built by
-:mod:`app.pipeline` the first time it is asked for. Built on first use rather
-than at import so that another Faust app can use ``eos://`` (which imports
-:mod:`app.eos`) without building this one.
+:mod:`app.pipeline` the first time it is asked for, so that importing a module
+of this package (a test, a tool) builds nothing it does not use.
 """
 from typing import Any
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from faust.sensors import Sensor
-from faust.types import TP, ConsumerT
+from faust.types import ConsumerT
 from faust.web import Request, Response, View
 
 from app import app
+from faust_eos.faust_internals import committed_offsets
 
 HISTORY = 100_000  # commit rounds kept (hours at a 100 ms commit interval)
 
@@ -28,19 +29,14 @@ class CommitTimer(Sensor):
         self.rounds: deque[tuple[float, float, int]] = deque(maxlen=HISTORY)
 
     def on_commit_initiated(self, consumer: ConsumerT) -> Any:
-        return time.monotonic(), dict(_committed_offsets(consumer))
+        return time.monotonic(), dict(committed_offsets(consumer))
 
     def on_commit_completed(self, consumer: ConsumerT, state: Any) -> None:
         started, before = state
-        committed = _committed_offsets(consumer)
+        committed = committed_offsets(consumer)
         changed = sum(1 for tp, offset in committed.items() if offset is not None and before.get(tp) != offset)
         if changed:
             self.rounds.append((time.time(), time.monotonic() - started, changed))
-
-
-def _committed_offsets(consumer: ConsumerT) -> Mapping[TP, Optional[int]]:
-    # Faust records an offset here only once its commit succeeded
-    return getattr(consumer, "_committed_offset", {})
 
 
 timer = CommitTimer()

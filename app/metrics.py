@@ -23,6 +23,7 @@ from prometheus_client.core import REGISTRY, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from config import settings
+from faust_eos.faust_internals import table_partition_dbs
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ class AgentMetrics:
         events_dead_lettered.labels(*self._labels, reason).inc()
 
 
-# (the exactly-once commits are counted by the protocol itself: app/eos/metrics.py)
+# (the exactly-once commits are counted by the protocol itself: faust_eos/metrics.py)
 
 # -- table restores ---------------------------------------------------------------------
 changelog_records_restored = Counter(
@@ -264,7 +265,7 @@ async def _positions(app: Any, tps: Iterable[TP]) -> dict[TP, Optional[int]]:
 def _table_keys(tables: list[Any]) -> dict[tuple[str, int], int]:
     sizes: dict[tuple[str, int], int] = {}
     for table in tables:
-        dbs = getattr(table.data, "_dbs", None)  # RocksDB: one database per partition
+        dbs = table_partition_dbs(table.data)
         if dbs is None:
             continue
         for partition, db in list(dbs.items()):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import faust
 
-from app import eos  # noqa: F401  registers the eos:// transport
+import faust_eos  # noqa: F401  registers the eos:// transport (the installed entry point does too)
 from app.preflight import Worker
 from config import settings
 

@@ -40,7 +40,7 @@ from confluent_kafka.admin import OffsetSpec
 
 import config
 from config import GUARANTEES, REPO_ROOT, Settings
-from app.eos.offsets import retrying
+from faust_eos.offsets import retrying
 from tools import broker
 from tools.kafka import CLIENT_LOG, admin, producer_config
 from tools.loadgen import LoadSpec

@@ -3,7 +3,7 @@ from dataclasses import dataclass
 
 from faust.types import TP
 
-from app.eos.delivery import Delivery
+from faust_eos.delivery import Delivery
 
 PAYMENTS = TP("payments", 0)
 CHANGELOG = TP("app-totals-changelog", 0)

@@ -5,13 +5,13 @@ import sys
 import faust
 import pytest
 
-from app.eos.transport import DEFAULT_TRANSACTION_TIMEOUT_MS, transaction_timeout_ms
+from faust_eos.transport import DEFAULT_TRANSACTION_TIMEOUT_MS, transaction_timeout_ms
 
 
 def test_importing_the_transport_builds_no_app_and_reads_no_environment():
     program = (
         "import sys\n"
-        "import app.eos.transport\n"
+        "import faust_eos.transport\n"
         "loaded = [m for m in ('config', 'app.pipeline', 'agents', 'tables', 'app.metrics') if m in sys.modules]\n"
         "print(','.join(loaded) or 'none')\n"
     )
@@ -22,7 +22,7 @@ def test_importing_the_transport_builds_no_app_and_reads_no_environment():
 
 def test_another_app_gets_the_eos_transport_from_its_broker_url():
     other = faust.App("someone-elses-app", broker="eos://localhost:9092", processing_guarantee="exactly_once")
-    assert other.transport.__class__.__module__ == "app.eos.transport"
+    assert other.transport.__class__.__module__ == "faust_eos.transport"
 
 
 def broker_urls(url: str) -> list:

@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from faust.types import TP
 
-from app.eos.offsets import CommittedOffsets
+from faust_eos.offsets import CommittedOffsets
 
 NOBODY = "127.0.0.1:1"  # refuses connections at once
 

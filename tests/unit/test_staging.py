@@ -1,5 +1,5 @@
 """Staging: records wait for the transaction of the input partition that caused them."""
-from app.eos.staging import Source, SourceTP, StagedRecord, Staging
+from faust_eos.staging import Source, SourceTP, StagedRecord, Staging
 
 TP0 = SourceTP("payments", 0)
 TP1 = SourceTP("payments", 1)

@@ -37,8 +37,8 @@ from typing import Any, Callable, Optional, Sequence
 from aiokafka.structs import RecordMetadata, TopicPartition as AioTopicPartition
 from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from app.eos import metrics
-from app.eos.staging import SourceTP, StagedRecord
+from faust_eos import metrics
+from faust_eos.staging import SourceTP, StagedRecord
 
 log = logging.getLogger(__name__)
 

@@ -5,13 +5,13 @@ Faust keeps doing what it does well (consuming, streams, tables, recovery with
 
 * **Delivery**: each input record is handed to the agents once per ownership
   of its partition, and a commit never passes a record not yet processed
-  (:mod:`app.eos.delivery`).
+  (:mod:`faust_eos.delivery`).
 
 * **Sends** made while an agent processes an event are not produced at once:
-  they are staged with the event's partition and offset (:mod:`app.eos.staging`).
+  they are staged with the event's partition and offset (:mod:`faust_eos.staging`).
   Table changelog writes go the same way.
 * **Commits** run one transaction per input partition
-  (:class:`app.eos.transaction.PartitionTransaction`): the staged records of
+  (:class:`faust_eos.transaction.PartitionTransaction`): the staged records of
   the events being committed, then their offsets.
 * **Ownership**: a partition's producer is initialised when the partition is
   assigned, before its offsets are read and its tables restored, which fences
@@ -22,7 +22,7 @@ Faust keeps doing what it does well (consuming, streams, tables, recovery with
 Local table state that may hold effects of transactions that never committed
 (after a crash, a fence or an abort) is wiped and restored from the changelog,
 and a restore ends once it has applied the changelog's last committed record
-(:meth:`app.eos.offsets.CommittedOffsets.restore_ends`).
+(:meth:`faust_eos.offsets.CommittedOffsets.restore_ends`).
 """
 from __future__ import annotations
 
@@ -42,11 +42,12 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 from faust.types.tuples import FutureMessage, RecordMetadata
 
-from app.eos import metrics
-from app.eos.delivery import Delivery
-from app.eos.staging import Source, SourceTP, StagedRecord, Staging
-from app.eos.offsets import CommittedOffsets
-from app.eos.transaction import (
+from faust_eos import faust_internals, metrics
+from faust_eos.delivery import Delivery
+from faust_eos.faust_internals import ConsumerHooks
+from faust_eos.staging import Source, SourceTP, StagedRecord, Staging
+from faust_eos.offsets import CommittedOffsets
+from faust_eos.transaction import (
     PartitionTransaction,
     ProducerFenced,
     TransactionFailed,
@@ -54,6 +55,7 @@ from app.eos.transaction import (
 )
 
 log = logging.getLogger(__name__)
+faust_internals.require_tested_versions()
 
 CLEAN_SHUTDOWN_MARKER = ".eos-clean-shutdown"
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
@@ -292,9 +294,7 @@ class TransactionManager(FaustTransactionManager):
             wiped = partitions if per_partition else {tp.partition for tp in assigned if tp.topic == changelog}
             for partition in wiped:
                 if per_partition:
-                    db = store._dbs.pop(partition, None)
-                    if db is not None:
-                        db.close()
+                    faust_internals.close_table_partition(store, partition)
                     shutil.rmtree(store.partition_path(partition), ignore_errors=True)
                 # recovery remembers how far it restored a partition it keeps: make it start over
                 tp = TP(changelog, partition)
@@ -364,11 +364,11 @@ def wipe_tables_after_unclean_stop(tabledir: Path) -> None:
         shutil.rmtree(tabledir)
 
 
-class Consumer(faust_aiokafka.Consumer):
+class Consumer(ConsumerHooks):
     """Faust's consumer, committing what it holds before partitions move.
 
     Under exactly-once, what its agents are handed and how far a commit reaches
-    is decided by :class:`app.eos.delivery.Delivery`, not by Faust's read
+    is decided by :class:`faust_eos.delivery.Delivery`, not by Faust's read
     offsets and gaps: each input record is handed out once per ownership of its
     partition, and a commit never passes a record that was not processed.
     """
@@ -385,15 +385,16 @@ class Consumer(faust_aiokafka.Consumer):
             self.stop_flow()
             await self.wait_empty()
             await self._commit_all_processed()
-            log.info("Handing over partitions; committed offsets: %s", _offsets_text(self._committed_offset))
+            log.info("Handing over partitions; committed offsets: %s",
+                     _offsets_text(faust_internals.committed_offsets(self)))
         self.delivery.close()  # nothing more is handed out or committed until the next positioning
         await super().on_partitions_revoked(revoked)
 
-    async def _getmany(self, active_partitions: Optional[Set[TP]], timeout: float) -> Mapping[TP, list]:
+    async def fetch_batch(self, active_partitions: Optional[Set[TP]], timeout: float) -> Mapping[TP, list]:
         if not self.in_transaction:
-            return await super()._getmany(active_partitions, timeout)
+            return await super().fetch_batch(active_partitions, timeout)
         started = self.delivery.fetch_started()
-        records = await super()._getmany(active_partitions, timeout)
+        records = await super().fetch_batch(active_partitions, timeout)
         offered, ignored = self.delivery.fetched(records, started)
         for tp in ignored:
             resume = self.delivery.resume_point(tp)
@@ -426,30 +427,24 @@ class Consumer(faust_aiokafka.Consumer):
             return False
         return self.delivery.admit(tp, message)
 
-    async def _add_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
+    async def note_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
         # Under exactly-once, offsets that hold no record are Delivery's business.
         if not self.in_transaction:
-            await super()._add_gap(tp, offset_from, offset_to)
+            await super().note_gap(tp, offset_from, offset_to)
 
-    def _filter_committable_offsets(self, tps: Iterable[TP]) -> dict[TP, int]:
+    def committable_offsets(self, tps: Iterable[TP]) -> dict[TP, int]:
         if not self.in_transaction:
-            return super()._filter_committable_offsets(tps)
+            return super().committable_offsets(tps)
         offsets = {}
+        committed_offsets = faust_internals.committed_offsets(self)
         for tp in tps:
             offset = self.delivery.committable(tp)
-            committed = self._committed_offset[tp]
+            committed = committed_offsets[tp]
             if offset is not None and (committed is None or offset > committed):
                 offsets[tp] = offset
             if committed is not None:  # Faust's own ack lists decide nothing here: keep them short
-                acked = self._acked[tp]
-                acked[:] = [acked_offset for acked_offset in acked if acked_offset >= committed]
-                self._acked_index[tp].intersection_update(acked)
+                faust_internals.forget_acks_below(self, tp, committed)
         return offsets
-
-    def request_rejoin(self) -> None:
-        """Make the group rebalance soon: partitions are then claimed afresh."""
-        coordinator = self._thread._ensure_consumer()._coordinator
-        self._thread.thread_loop.call_soon_threadsafe(coordinator.request_rejoin)
 
     async def seek_to_committed(self) -> Mapping[TP, Optional[int]]:
         if self.in_transaction:
@@ -483,7 +478,8 @@ class Consumer(faust_aiokafka.Consumer):
 
     async def seek_to_beginning(self, *partitions: TP) -> None:
         # declared by Faust's consumer but left unimplemented by its aiokafka driver
-        await self._thread.seek_to_beginning(*(AioTopicPartition(tp.topic, tp.partition) for tp in partitions))
+        aio_partitions = [AioTopicPartition(tp.topic, tp.partition) for tp in partitions]
+        await self.call_on_consumer_thread(self.aiokafka_consumer().seek_to_beginning, *aio_partitions)
 
     def topic_partitions(self, topic: str) -> Optional[int]:
         # Right after Faust creates a changelog topic, the consumer's metadata can list
@@ -492,21 +488,19 @@ class Consumer(faust_aiokafka.Consumer):
         # check until a metadata refresh, asked for here, brings the real count.
         count = super().topic_partitions(topic)
         if count == 0:
-            client = self._thread._ensure_consumer()._client
-            self._thread.thread_loop.call_soon_threadsafe(client.force_metadata_update)
+            self.refresh_metadata()
             return None
         return count
 
     async def _seek_source(self, tp: TP, offset: int) -> None:
         """Seek an input partition; Delivery ignores its records from fetches that overlap the seek."""
         with self.delivery.seeking(tp):
-            await self._seek(tp, offset)
+            await self.seek_partition(tp, offset)
 
-    async def _seek(self, tp: TP, offset: int) -> None:
+    async def seek_partition(self, tp: TP, offset: int) -> None:
         # On the consumer's own thread: a seek from this one races with a fetch
         # in progress there (aiokafka then fails with a KeyError in its fetcher).
-        consumer = self._thread._ensure_consumer()
-        await self._thread.call_thread(consumer.seek, tp, offset)
+        await self.call_on_consumer_thread(self.aiokafka_consumer().seek, tp, offset)
 
     async def _position_sources(self) -> Mapping[TP, Optional[int]]:
         """Seek each owned input partition to where handing out resumes; return the committed offsets.
@@ -570,8 +564,8 @@ class Consumer(faust_aiokafka.Consumer):
 
     def _processed_uncommitted(self) -> bool:
         if self.in_transaction:
-            return bool(self._filter_committable_offsets(self.assignment()))
-        return any(self._acked.values())
+            return bool(self.committable_offsets(self.assignment()))
+        return faust_internals.has_pending_acks(self)
 
     async def on_stop(self) -> None:
         await super().on_stop()
