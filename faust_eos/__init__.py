@@ -5,11 +5,14 @@ for exactly-once::
 
     app = faust.App("my-app", broker="eos://localhost:9092", processing_guarantee="exactly_once")
 
-(``eos://`` is registered for Faust when this package is installed, through the
-``faust.transports`` entry point; importing :mod:`faust_eos` registers it too.)
+Windowed tables with expiry also need the store ``eos-rocksdb://``
+(:mod:`faust_eos.store`). Both are registered for Faust when this package is
+installed, through entry points; importing :mod:`faust_eos` registers them too.
 How it works: :mod:`faust_eos.transport`; the commit itself:
 :mod:`faust_eos.transaction`.
 """
+from faust.stores import STORES
 from faust.transport.drivers import TRANSPORTS
 
 TRANSPORTS.aliases.setdefault("eos", "faust_eos.transport:Transport")
+STORES.aliases.setdefault("eos-rocksdb", "faust_eos.store:Store")

@@ -26,7 +26,8 @@ Private names used, and why:
   ``AIOKafkaConsumer._client`` (``force_metadata_update``): asking for a rebalance,
   and for fresh metadata.
 * the RocksDB store's ``_dbs``: its open database per table partition
-  (:func:`table_partition_dbs`, :func:`close_table_partition`).
+  (:func:`table_partition_dbs`, :func:`close_table_partition`, :func:`partitions_holding`),
+  and ``_encode_key``: a key as the store writes it.
 """
 from __future__ import annotations
 
@@ -143,6 +144,12 @@ def has_pending_acks(consumer: Any) -> bool:
 def table_partition_dbs(store: Any) -> Optional[Mapping[int, Any]]:
     """A RocksDB store's open database per table partition; None for other stores."""
     return getattr(store, "_dbs", None)
+
+
+def partitions_holding(store: Any, key: Any) -> list[int]:
+    """The table partitions whose RocksDB database holds ``key`` (as the table sees it)."""
+    raw = store._encode_key(key)
+    return [partition for partition, db in list(store._dbs.items()) if db.get(raw) is not None]
 
 
 def close_table_partition(store: Any, partition: int) -> None:

@@ -15,6 +15,10 @@ from typing import Callable, Deque, Iterable, NamedTuple, Optional, Sequence
 
 from aiokafka.structs import RecordMetadata
 
+#: source offset of a record no input event caused (a table write outside an event,
+#: such as a window's expiry): it commits in its partition's next transaction
+UNBOUND = -1
+
 
 class Source(NamedTuple):
     """Input topic-partition and offset of the event that caused a record."""
@@ -51,12 +55,17 @@ class Staging:
 
     def __init__(self) -> None:
         self._by_tp: defaultdict[SourceTP, Deque[StagedRecord]] = defaultdict(deque)
+        self._unbound: set[SourceTP] = set()  # partitions holding UNBOUND records
 
     def add(self, source: Source, record: StagedRecord) -> None:
-        self._by_tp[SourceTP(source.topic, source.partition)].append(record)
+        tp = SourceTP(source.topic, source.partition)
+        self._by_tp[tp].append(record)
+        if record.source_offset == UNBOUND:
+            self._unbound.add(tp)
 
     def take(self, tp: SourceTP, up_to_offset: int) -> list[StagedRecord]:
-        """Remove and return the records caused by offsets below ``up_to_offset``."""
+        """Remove and return the records caused by offsets below ``up_to_offset``, and every UNBOUND one."""
+        self._unbound.discard(tp)
         queue = self._by_tp.get(tp)
         taken: list[StagedRecord] = []
         # records of one partition arrive in offset order, except that a
@@ -70,12 +79,19 @@ class Staging:
 
     def put_back(self, tp: SourceTP, records: Iterable[StagedRecord]) -> None:
         """Return records taken for a transaction that did not commit."""
-        queue = self._by_tp[tp]
-        queue.extendleft(reversed(list(records)))
+        records = list(records)
+        self._by_tp[tp].extendleft(reversed(records))
+        if any(record.source_offset == UNBOUND for record in records):
+            self._unbound.add(tp)
 
     def discard(self, tp: SourceTP) -> int:
         """Drop every record of ``tp``; return how many there were."""
+        self._unbound.discard(tp)
         return len(self._by_tp.pop(tp, ()))
+
+    def unbound(self) -> set[SourceTP]:
+        """Source partitions holding records that wait for their partition's next transaction."""
+        return set(self._unbound)
 
     def pending(self) -> set[SourceTP]:
         """Source partitions that have staged records."""

@@ -67,13 +67,23 @@ def transactional_id(app_id: str, tp: SourceTP) -> str:
 
 
 class PartitionTransaction:
-    """The transactional producer of one input partition, driven from the event loop."""
+    """The transactional producer of one input partition, driven from the event loop.
+
+    With ``tp`` None it commits records alone, with no input offsets (the records
+    sent outside any event: :mod:`faust_eos.outside`).
+    """
 
     def __init__(
-        self, tp: SourceTP, *, app_id: str, producer_config: dict[str, Any], group: Any, call_timeout_s: float
+        self,
+        tp: Optional[SourceTP],
+        *,
+        transactional_id: str,
+        producer_config: dict[str, Any],
+        group: Any,
+        call_timeout_s: float,
     ) -> None:
         self.tp = tp
-        self.transactional_id = transactional_id(app_id, tp)
+        self.transactional_id = transactional_id
         self._group = group
         self._timeout_s = call_timeout_s
         self._producer = Producer({**producer_config, "transactional.id": self.transactional_id})
@@ -83,8 +93,8 @@ class PartitionTransaction:
         """Claim the id: aborts the previous owner's open transaction and fences it."""
         await self._call(self._producer.init_transactions, self._timeout_s)
 
-    async def commit(self, records: Sequence[StagedRecord], offset: int) -> list[RecordMetadata]:
-        """Produce ``records`` and commit them with input offset ``offset``, atomically.
+    async def commit(self, records: Sequence[StagedRecord], offset: Optional[int]) -> list[RecordMetadata]:
+        """Produce ``records`` and commit them with input offset ``offset`` (if any), atomically.
 
         Returns each record's metadata, in order. Raises :class:`ProducerFenced`
         or :class:`TransactionFailed` (nothing became visible), or
@@ -103,7 +113,7 @@ class PartitionTransaction:
                 f"{self.transactional_id}: {fn.__name__} did not return within {deadline_s:.0f} s"
             ) from None
 
-    def _commit(self, records: Sequence[StagedRecord], offset: int) -> list[RecordMetadata]:
+    def _commit(self, records: Sequence[StagedRecord], offset: Optional[int]) -> list[RecordMetadata]:
         delivered: list[RecordMetadata | None] = [None] * len(records)
         errors: list[KafkaError] = []
 
@@ -132,8 +142,9 @@ class PartitionTransaction:
             producer.flush(self._timeout_s)
             if errors or any(md is None for md in delivered):
                 raise KafkaException(errors[0] if errors else KafkaError(KafkaError._TIMED_OUT))
-            offsets = [TopicPartition(self.tp.topic, self.tp.partition, offset)]
-            producer.send_offsets_to_transaction(offsets, self._group, self._timeout_s)
+            if offset is not None:
+                offsets = [TopicPartition(self.tp.topic, self.tp.partition, offset)]
+                producer.send_offsets_to_transaction(offsets, self._group, self._timeout_s)
             producer.commit_transaction(self._timeout_s)
             metrics.transactions_committed.inc()
         except KafkaException as exc:

@@ -31,7 +31,7 @@ import logging
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Iterable, Mapping, Optional, Set
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Optional, Set
 
 from aiokafka.errors import KafkaError as AioKafkaError
 from aiokafka.structs import TopicPartition as AioTopicPartition
@@ -45,13 +45,16 @@ from faust.types.tuples import FutureMessage, RecordMetadata
 from faust_eos import faust_internals, metrics
 from faust_eos.delivery import Delivery
 from faust_eos.faust_internals import ConsumerHooks
-from faust_eos.staging import Source, SourceTP, StagedRecord, Staging
+from faust_eos.outside import OutsideEventSends, outside_transactional_id, worker_id
+from faust_eos.staging import UNBOUND, Source, SourceTP, StagedRecord, Staging
+from faust_eos.store import Store as ExpiringStore, expires_windows
 from faust_eos.offsets import CommittedOffsets
 from faust_eos.transaction import (
     PartitionTransaction,
     ProducerFenced,
     TransactionFailed,
     TransactionStuck,
+    transactional_id,
 )
 
 log = logging.getLogger(__name__)
@@ -62,7 +65,15 @@ DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 
 
 class SendOutsideEvent(RuntimeError):
-    """A record was sent under exactly-once with no input event to commit it with."""
+    """A record was sent under exactly-once in a way that cannot be committed."""
+
+
+class StoreCannotExpire(RuntimeError):
+    """A windowed table with expiry is on a store whose expiry would not reach its changelog."""
+
+
+class MissingTopic(RuntimeError):
+    """Records are sent to a topic the cluster lacks, and this app may not create it."""
 
 
 class TransactionManager(FaustTransactionManager):
@@ -79,9 +90,15 @@ class TransactionManager(FaustTransactionManager):
         self._ownership = asyncio.Lock()  # commits never overlap a change of owned partitions
         self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="eos-offsets")
         self._transaction_timeout_ms = transaction_timeout_ms(self.app.conf.broker)
+        self.outside = OutsideEventSends(self._new_outside_transaction)
+        # changelog partition -> the input partition whose events write it
+        self._changelog_sources: dict[tuple[str, int], SourceTP] = {}
+        self._topics_seen: set[str] = set()
+        self._topics_to_declare: set[str] = set()
 
     # -- lifecycle -----------------------------------------------------------
     async def on_start(self) -> None:
+        refuse_tables_that_cannot_expire(self.app.tables.values())
         wipe_tables_after_unclean_stop(Path(self.app.conf.tabledir))
         self._committed = CommittedOffsets(self._bootstrap_servers(), self.app.conf.id)
         self._group = self._committed.group_metadata()
@@ -91,6 +108,7 @@ class TransactionManager(FaustTransactionManager):
         for transaction in self._transactions.values():
             transaction.close()
         self._transactions.clear()
+        self.outside.close()
         if self._committed is not None:
             self._committed.interrupt()  # a read still running gives up, so the close soon follows
             self._threads.submit(self._committed.close)
@@ -121,11 +139,27 @@ class TransactionManager(FaustTransactionManager):
         self.stage(topic, key, value, partition, timestamp, headers, committed)
         return future
 
-    async def send_and_wait(self, *args: Any, **kwargs: Any) -> RecordMetadata:
-        raise SendOutsideEvent(
-            "send_and_wait() would wait for a commit that waits for this event: "
-            "use send() under exactly_once"
-        )
+    async def send_and_wait(
+        self,
+        topic: str,
+        key: Optional[bytes],
+        value: Optional[bytes],
+        partition: Optional[int],
+        timestamp: Optional[float],
+        headers: Any,
+        *,
+        transactional_id: Optional[str] = None,
+    ) -> RecordMetadata:
+        """Outside an event: commit the record now and return its metadata. Inside one: refused."""
+        if current_event() is not None:
+            raise SendOutsideEvent(
+                f"send_and_wait() for {topic!r} inside an agent would wait for the commit that waits "
+                "for this event to finish: under exactly_once use send(), whose future resolves when "
+                "the transaction commits (or a callback)"
+            )
+        self._note_topic(topic)
+        await self._declare_new_topics()
+        return await self.outside.send_and_wait(_record(topic, key, value, partition, timestamp, headers, UNBOUND))
 
     def stage_future_message(self, fut: FutureMessage) -> None:
         """Stage a record from ``Topic.send_soon`` (e.g. a table changelog write)."""
@@ -147,29 +181,61 @@ class TransactionManager(FaustTransactionManager):
         )
 
     def stage(self, topic, key, value, partition, timestamp, headers, committed) -> None:
+        """Stage a record with the transaction it belongs to.
+
+        Sent while an agent processes an event: with that event's input
+        partition, up to its offset. A table changelog write outside an event
+        (a window's expiry): with the input partition whose events write that
+        table partition, in its next transaction. Any other record outside an
+        event (a timer, a web view): in this worker's own next transaction
+        (:mod:`faust_eos.outside`).
+        """
+        if topic not in self._topics_seen:
+            self._note_topic(topic)
         event = current_event()
-        if event is None:
+        changelog = (topic, partition) if topic in self.app.tables.changelog_topics else None
+        if event is not None:
+            source = Source(event.message.topic, event.message.partition, event.message.offset)
+            if changelog is not None:
+                self._changelog_sources[changelog] = SourceTP(source.topic, source.partition)
+        elif changelog is not None:
+            source = self._changelog_source(changelog)
+        else:
+            self.outside.add(_record(topic, key, value, partition, timestamp, headers, UNBOUND, committed))
+            return
+        self.staging.add(source, _record(topic, key, value, partition, timestamp, headers, source.offset, committed))
+
+    def _changelog_source(self, changelog: tuple[str, int]) -> Source:
+        """Where a changelog write made outside an event commits: its table partition's input partition."""
+        tp = self._changelog_sources.get(changelog)
+        if tp is None:
+            topic, partition = changelog
             raise SendOutsideEvent(
-                f"a record for {topic!r} was sent outside any stream event (a timer, a web "
-                "view or a windowed-table expiry): under exactly_once every record must be "
-                "sent by an agent while it processes an event, so it commits with that event"
+                f"a write to {topic}[{partition}] outside any event, before any event of this worker "
+                "wrote that table partition: under exactly_once a table write commits with the input "
+                "partition that writes the table"
             )
-        source = Source(event.message.topic, event.message.partition, event.message.offset)
-        if isinstance(headers, Mapping):
-            headers = list(headers.items())
-        self.staging.add(
-            source,
-            StagedRecord(
-                topic=topic,
-                key=key,
-                value=value,
-                partition=partition,
-                timestamp_ms=int(timestamp * 1000) if timestamp else None,
-                headers=headers or None,
-                source_offset=source.offset,
-                on_committed=committed,
-            ),
-        )
+        return Source(tp.topic, tp.partition, UNBOUND)
+
+    def _note_topic(self, topic: str) -> None:
+        self._topics_seen.add(topic)
+        if topic not in self.app.tables.changelog_topics:  # Faust creates changelogs itself
+            self._topics_to_declare.add(topic)
+
+    async def _declare_new_topics(self) -> None:
+        """Create the topics records are sent to that the cluster lacks, as Faust would declare them."""
+        while self._topics_to_declare:
+            topic = next(iter(self._topics_to_declare))
+            if self.app.conf.topic_allow_declare:
+                conf = self.app.conf
+                try:
+                    await self.create_topic(topic, conf.topic_partitions, conf.topic_replication_factor)
+                except AioKafkaError as exc:
+                    raise MissingTopic(
+                        f"cannot create topic {topic!r}, which this app sends to: {exc}: create it with "
+                        f"{conf.topic_partitions} partitions, or let this app's principal create topics"
+                    ) from exc
+            self._topics_to_declare.discard(topic)
 
     async def flush(self) -> None:
         """Nothing to flush: records leave only inside commits."""
@@ -177,6 +243,7 @@ class TransactionManager(FaustTransactionManager):
     # -- commits ---------------------------------------------------------------
     async def commit(self, offsets: Mapping[TP, int], start_new_transaction: bool = True) -> bool:
         """Commit ``offsets`` (next offset to read, per input partition) with their records."""
+        await self._declare_new_topics()
         wanted = dict(self._uncommitted)
         for tp, offset in offsets.items():
             source_tp = SourceTP(tp.topic, tp.partition)
@@ -184,6 +251,24 @@ class TransactionManager(FaustTransactionManager):
         async with self._ownership:
             results = await asyncio.gather(*(self._commit_partition(tp, offset) for tp, offset in wanted.items()))
         return all(results)
+
+    async def commit_outside_events(self, committable: Callable[[TP], Optional[int]]) -> None:
+        """Commit what no input event caused, once per commit round.
+
+        Table writes made outside an event go with their input partition's next
+        transaction, even when it has no new offset to commit (``committable``:
+        how far that partition may commit now); other records in this worker's own.
+        """
+        unbound = {}
+        for tp in self.staging.unbound():
+            offset = committable(TP(tp.topic, tp.partition))
+            if offset is not None:  # else not positioned yet: a later round takes them
+                unbound[TP(tp.topic, tp.partition)] = offset
+        if unbound:
+            await self.commit(unbound)
+        if len(self.outside):
+            await self._declare_new_topics()
+            await self.outside.commit()
 
     async def _commit_partition(self, tp: SourceTP, offset: int) -> bool:
         transaction = self._transactions.get(tp)
@@ -263,13 +348,7 @@ class TransactionManager(FaustTransactionManager):
             await asyncio.gather(*(self._claim(tp) for tp in claim))
 
     async def _claim(self, tp: SourceTP) -> None:
-        transaction = PartitionTransaction(
-            tp,
-            app_id=self.app.conf.id,
-            producer_config=self._producer_config(),
-            group=self._group,
-            call_timeout_s=min(10.0, self._transaction_timeout_ms / 1000 / 3),
-        )
+        transaction = self._new_transaction(tp, transactional_id(self.app.conf.id, tp))
         try:
             await transaction.init()
         except (KafkaException, TransactionStuck) as exc:
@@ -320,6 +399,19 @@ class TransactionManager(FaustTransactionManager):
         return await self._in_thread(self._committed.restore_ends, tps) if tps else {}
 
     # -- helpers ---------------------------------------------------------------
+    def _new_transaction(self, tp: Optional[SourceTP], txn_id: str) -> PartitionTransaction:
+        return PartitionTransaction(
+            tp,
+            transactional_id=txn_id,
+            producer_config=self._producer_config(),
+            group=self._group,
+            call_timeout_s=min(10.0, self._transaction_timeout_ms / 1000 / 3),
+        )
+
+    def _new_outside_transaction(self) -> PartitionTransaction:
+        worker = worker_id(Path(self.app.conf.datadir))
+        return self._new_transaction(None, outside_transactional_id(self.app.conf.id, worker))
+
     def _bootstrap_servers(self) -> str:
         return ",".join(f"{url.host}:{url.port or 9092}" for url in self.app.conf.broker)
 
@@ -354,6 +446,32 @@ def transaction_timeout_ms(broker_urls: Iterable[Any]) -> int:
     return DEFAULT_TRANSACTION_TIMEOUT_MS
 
 
+def _record(topic, key, value, partition, timestamp, headers, source_offset, committed=None) -> StagedRecord:
+    if isinstance(headers, Mapping):
+        headers = list(headers.items())
+    return StagedRecord(
+        topic=topic,
+        key=key,
+        value=value,
+        partition=partition,
+        timestamp_ms=int(timestamp * 1000) if timestamp else None,
+        headers=headers or None,
+        source_offset=source_offset,
+        on_committed=committed or (lambda metadata: None),
+    )
+
+
+def refuse_tables_that_cannot_expire(tables: Iterable[Any]) -> None:
+    """Raise :class:`StoreCannotExpire` for a table whose window expiry would not reach its changelog."""
+    for table in tables:
+        if expires_windows(table) and not isinstance(table.data, ExpiringStore):
+            raise StoreCannotExpire(
+                f"table {table.name!r} expires old windows, which its store deletes locally only (restores "
+                "would bring them back): under exactly_once give it the store 'eos-rocksdb://' "
+                "(faust.App(store=...) or app.Table(..., store=...))"
+            )
+
+
 def wipe_tables_after_unclean_stop(tabledir: Path) -> None:
     """Delete local table state unless the last worker here stopped cleanly."""
     marker = tabledir / CLEAN_SHUTDOWN_MARKER
@@ -376,6 +494,12 @@ class Consumer(ConsumerHooks):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.delivery = Delivery()
+
+    async def force_commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
+        committed = await super().force_commit(topics, start_new_transaction=start_new_transaction)
+        if self.in_transaction:
+            await self.transactions.commit_outside_events(self.delivery.committable)
+        return committed
 
     async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
         # Faust forgets revoked partitions' processed-but-uncommitted offsets,

@@ -1,0 +1,18 @@
+"""Exactly-once processing for any Faust app.
+
+Enable it with one line: point the app at the ``eos://`` transport and ask
+for exactly-once::
+
+    app = faust.App("my-app", broker="eos://localhost:9092", processing_guarantee="exactly_once")
+
+Windowed tables with expiry also need the store ``eos-rocksdb://``
+(:mod:`faust_eos.store`). Both are registered for Faust when this package is
+installed, through entry points; importing :mod:`faust_eos` registers them too.
+How it works: :mod:`faust_eos.transport`; the commit itself:
+:mod:`faust_eos.transaction`.
+"""
+from faust.stores import STORES
+from faust.transport.drivers import TRANSPORTS
+
+TRANSPORTS.aliases.setdefault("eos", "faust_eos.transport:Transport")
+STORES.aliases.setdefault("eos-rocksdb", "faust_eos.store:Store")

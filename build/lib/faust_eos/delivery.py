@@ -1,0 +1,154 @@
+"""Which input records the agents were handed, and how far a commit may reach.
+
+Under exactly-once, a worker hands each input record to its agents once per
+ownership of the partition: handed out twice, an event is applied twice to the
+table state that already holds it, and both updates commit together. Faust's
+consumer does not promise that on its own:
+
+* it seeks partitions back to their committed offsets at moments of its own
+  (when recovery completes, just after resuming the partitions; whenever it
+  fetches while the flow is stopped), so records the agents already took are
+  fetched and handed out again;
+* it drops records it has fetched (when the flow stops or the generation
+  changes in the middle of a batch, for a partition not active), counting on
+  such a seek to fetch them again, while its bookkeeping of skipped offsets can
+  count the dropped records as settled and let a commit pass them.
+
+:class:`Delivery` replaces that bookkeeping for the input partitions a worker
+owns. Once a partition is positioned (at its committed offset, after the
+partition was claimed), it keeps:
+
+* the records fetched and not handed out yet, in offset order. Only the first
+  of them may be handed out next, and those a fetch dropped are offered again
+  with the next one;
+* the records handed out and not yet processed (acknowledged by every
+  stream that took them).
+
+A commit reaches up to the first record handed out and not processed, or past
+the last one handed out. A fetch that overlapped a seek of a partition may
+bring records from the old position: they are ignored, and the partition is
+sought back to its resume point to fetch them again.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import count
+from typing import Any, Iterator, Mapping, Optional, Sequence
+
+from faust.types import TP
+
+
+@dataclass
+class _Partition:
+    next_offset: int  # every offset below was handed out, or holds no record
+    waiting: dict[int, Any] = field(default_factory=dict)  # fetched, not handed out: offset -> record, ascending
+    in_flight: dict[int, Any] = field(default_factory=dict)  # handed out, not processed: offset -> message, ascending
+
+
+class Delivery:
+    """Per owned input partition: what was fetched, handed out and processed."""
+
+    def __init__(self) -> None:
+        self._partitions: dict[TP, _Partition] = {}
+        self._clock = count(1)
+        self._now = 0
+        self._last_seek: dict[TP, int] = {}
+        self._seeking: set[TP] = set()
+
+    # -- ownership -------------------------------------------------------------
+    def close(self) -> None:
+        """Forget every partition: nothing is handed out or committed until positioned again."""
+        self._partitions.clear()
+
+    def position(self, tp: TP, offset: int) -> None:
+        """Start handing out ``tp`` from ``offset``, where the consumer was just positioned."""
+        self._partitions[tp] = _Partition(next_offset=offset)
+        self._stamp_seek(tp)
+
+    def resume_point(self, tp: TP) -> Optional[int]:
+        """Where fetching ``tp`` must resume: the offset after the last record handed out."""
+        partition = self._partitions.get(tp)
+        return None if partition is None else partition.next_offset
+
+    @contextmanager
+    def seeking(self, tp: TP) -> Iterator[None]:
+        """Wrap a seek of ``tp``: fetches overlapping it are ignored for ``tp``."""
+        self._seeking.add(tp)
+        try:
+            yield
+        finally:
+            self._seeking.discard(tp)
+            self._stamp_seek(tp)
+
+    def _stamp_seek(self, tp: TP) -> None:
+        self._now = next(self._clock)
+        self._last_seek[tp] = self._now
+
+    # -- fetching and handing out ----------------------------------------------
+    def fetch_started(self) -> int:
+        """A token for :meth:`fetched`: taken before a fetch begins."""
+        return self._now
+
+    def fetched(self, records: Mapping[TP, Sequence[Any]], started: int) -> tuple[dict[TP, list[Any]], set[TP]]:
+        """Note a fetch's records; return what to offer, per partition, in offset order, and what to seek again.
+
+        For a positioned partition the offer is every record fetched and not
+        handed out yet, including those an earlier fetch brought and Faust
+        dropped. Records of other partitions (not positioned, not owned) pass
+        unchanged. A positioned partition whose records were ignored (the fetch
+        overlapped a seek of it) must be sought back to its resume point: the
+        consumer's position has moved past them.
+        """
+        offered: dict[TP, list[Any]] = {}
+        ignored: set[TP] = set()
+        for tp, batch in records.items():
+            partition = self._partitions.get(tp)
+            if partition is None:
+                offered[tp] = list(batch)
+            elif tp in self._seeking or self._last_seek.get(tp, 0) > started:
+                ignored.add(tp)
+            else:
+                _note(partition, batch)
+        for tp, partition in self._partitions.items():
+            if partition.waiting:
+                offered[tp] = list(partition.waiting.values())
+        return offered, ignored
+
+    def admit(self, tp: TP, message: Any) -> bool:
+        """Whether to hand ``message`` to the agents: only the first record waiting may go."""
+        partition = self._partitions.get(tp)
+        if partition is None or message.offset != next(iter(partition.waiting), None):
+            return False
+        del partition.waiting[message.offset]
+        partition.next_offset = message.offset + 1
+        partition.in_flight[message.offset] = message
+        return True
+
+    # -- commits ---------------------------------------------------------------
+    def committable(self, tp: TP) -> Optional[int]:
+        """The offset a commit of ``tp`` may reach now; None if ``tp`` is not positioned."""
+        partition = self._partitions.get(tp)
+        if partition is None:
+            return None
+        in_flight = partition.in_flight
+        while in_flight:
+            offset = next(iter(in_flight))
+            if not in_flight[offset].acked:  # set once every stream that took it is done with it
+                return offset
+            del in_flight[offset]
+        return partition.next_offset
+
+
+def _note(partition: _Partition, batch: Sequence[Any]) -> None:
+    waiting = partition.waiting
+    last = next(reversed(waiting), -1) if waiting else -1
+    in_order = True
+    for record in batch:
+        if record.offset >= partition.next_offset:
+            if record.offset < last and record.offset not in waiting:
+                in_order = False
+            waiting[record.offset] = record
+            last = max(last, record.offset)
+    if not in_order:
+        partition.waiting = dict(sorted(waiting.items()))

@@ -1,0 +1,159 @@
+"""Every private part of Faust and aiokafka that faust-eos touches, in one place.
+
+No release of those libraries promises to keep what is named here, so faust-eos
+accepts only the releases it was tested with (:func:`require_tested_versions`,
+called when the transport is imported), and ``tests/unit/test_faust_contract.py``
+checks each behaviour relied on against the installed Faust. The rest of the
+library uses Faust's public names, or these helpers.
+
+Private names used, and why:
+
+* ``Consumer._getmany`` (overridden through :meth:`ConsumerHooks.fetch_batch`):
+  the one place a fetched batch passes before Faust hands it out.
+* ``Consumer._add_gap`` (:meth:`ConsumerHooks.note_gap`): Faust's bookkeeping of
+  offsets that hold no record, replaced under exactly-once.
+* ``Consumer._filter_committable_offsets`` (:meth:`ConsumerHooks.committable_offsets`):
+  how far a commit reaches, decided by the exactly-once delivery ledger instead.
+* ``Consumer._seek`` (:meth:`ConsumerHooks.seek_partition`): every seek Faust
+  makes, moved onto the consumer's own thread.
+* ``Consumer._committed_offset``: the offsets Faust believes committed
+  (:func:`committed_offsets`).
+* ``Consumer._acked`` and ``Consumer._acked_index``: Faust's acknowledgement lists,
+  kept short when they decide nothing (:func:`forget_acks_below`).
+* ``Consumer._thread``, with its ``_ensure_consumer()``, ``thread_loop`` and
+  ``call_thread``: the aiokafka consumer and the thread it runs on.
+* aiokafka's ``AIOKafkaConsumer._coordinator`` (``request_rejoin``) and
+  ``AIOKafkaConsumer._client`` (``force_metadata_update``): asking for a rebalance,
+  and for fresh metadata.
+* the RocksDB store's ``_dbs``: its open database per table partition
+  (:func:`table_partition_dbs`, :func:`close_table_partition`, :func:`partitions_holding`),
+  and ``_encode_key``: a key as the store writes it.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+from typing import Any, Callable, Iterable, Mapping, MutableMapping, Optional
+
+from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types import TP
+
+#: the releases faust-eos was tested with; any other is refused at start
+TESTED_VERSIONS = {"faust-streaming": "0.15.3", "aiokafka": "0.14.0"}
+
+
+def untested_versions(version_of: Callable[[str], str] = importlib.metadata.version) -> Optional[str]:
+    """One line naming the installed releases that differ from the tested ones, or None."""
+    wrong = []
+    for package, tested in TESTED_VERSIONS.items():
+        try:
+            installed = version_of(package)
+        except importlib.metadata.PackageNotFoundError:
+            installed = "not installed"
+        if installed != tested:
+            wrong.append(f"{package} {installed} (tested: {tested})")
+    if not wrong:
+        return None
+    pins = " ".join(f"{package}=={tested}" for package, tested in TESTED_VERSIONS.items())
+    return (
+        f"faust-eos relies on private parts of Faust and aiokafka and was tested only with other releases: "
+        f"{', '.join(wrong)}: install {pins}"
+    )
+
+
+def require_tested_versions() -> None:
+    """Stop the process with one line on stderr (exit status 1) if Faust or aiokafka is untested."""
+    problem = untested_versions()
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr, flush=True)
+        raise SystemExit(1)
+
+
+class ConsumerHooks(faust_aiokafka.Consumer):
+    """Faust's aiokafka consumer with the private hooks faust-eos overrides under public names.
+
+    Each hook defaults to Faust's own behaviour; a subclass overrides the public
+    name and calls ``super()`` for Faust's.
+    """
+
+    async def _getmany(self, active_partitions: Optional[set[TP]], timeout: float) -> Mapping[TP, list]:
+        return await self.fetch_batch(active_partitions, timeout)
+
+    async def fetch_batch(self, active_partitions: Optional[set[TP]], timeout: float) -> Mapping[TP, list]:
+        """One fetch from the broker: records per partition, before Faust hands them out."""
+        return await super()._getmany(active_partitions, timeout)
+
+    async def _add_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
+        await self.note_gap(tp, offset_from, offset_to)
+
+    async def note_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
+        """Offsets ``offset_from`` to ``offset_to`` of ``tp`` hold no record for the streams."""
+        await super()._add_gap(tp, offset_from, offset_to)
+
+    def _filter_committable_offsets(self, tps: Iterable[TP]) -> dict[TP, int]:
+        return self.committable_offsets(tps)
+
+    def committable_offsets(self, tps: Iterable[TP]) -> dict[TP, int]:
+        """Per partition of ``tps``, the offset the next commit may reach (only those that moved)."""
+        return super()._filter_committable_offsets(tps)
+
+    async def _seek(self, tp: TP, offset: int) -> None:
+        await self.seek_partition(tp, offset)
+
+    async def seek_partition(self, tp: TP, offset: int) -> None:
+        """Move the fetch position of ``tp``; every seek Faust makes comes here."""
+        await super()._seek(tp, offset)
+
+    # -- the aiokafka consumer and its thread ------------------------------------
+    def aiokafka_consumer(self) -> Any:
+        """The aiokafka consumer Faust drives; call into it only on its thread."""
+        return self._thread._ensure_consumer()
+
+    async def call_on_consumer_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` on the consumer's own thread, where its fetches run."""
+        return await self._thread.call_thread(fn, *args)
+
+    def request_rejoin(self) -> None:
+        """Make the group rebalance soon."""
+        coordinator = self.aiokafka_consumer()._coordinator
+        self._thread.thread_loop.call_soon_threadsafe(coordinator.request_rejoin)
+
+    def refresh_metadata(self) -> None:
+        """Ask the broker for fresh topic metadata soon."""
+        client = self.aiokafka_consumer()._client
+        self._thread.thread_loop.call_soon_threadsafe(client.force_metadata_update)
+
+
+def committed_offsets(consumer: Any) -> MutableMapping[TP, Optional[int]]:
+    """The offsets Faust recorded as committed, per partition (it records them after each commit round)."""
+    return consumer._committed_offset
+
+
+def forget_acks_below(consumer: Any, tp: TP, offset: int) -> None:
+    """Drop Faust's acknowledgements of ``tp`` below ``offset``: they decide nothing any more."""
+    acked = consumer._acked[tp]
+    acked[:] = [acked_offset for acked_offset in acked if acked_offset >= offset]
+    consumer._acked_index[tp].intersection_update(acked)
+
+
+def has_pending_acks(consumer: Any) -> bool:
+    """Whether Faust holds acknowledged offsets it has not committed."""
+    return any(consumer._acked.values())
+
+
+def table_partition_dbs(store: Any) -> Optional[Mapping[int, Any]]:
+    """A RocksDB store's open database per table partition; None for other stores."""
+    return getattr(store, "_dbs", None)
+
+
+def partitions_holding(store: Any, key: Any) -> list[int]:
+    """The table partitions whose RocksDB database holds ``key`` (as the table sees it)."""
+    raw = store._encode_key(key)
+    return [partition for partition, db in list(store._dbs.items()) if db.get(raw) is not None]
+
+
+def close_table_partition(store: Any, partition: int) -> None:
+    """Close a RocksDB store's database of ``partition``, if open (it reopens on next use)."""
+    db = store._dbs.pop(partition, None)
+    if db is not None:
+        db.close()

@@ -1,0 +1,18 @@
+"""Prometheus series of the exactly-once commits, in the default registry.
+
+Any app using ``eos://`` gets them; expose them the way the app exposes the rest
+(this project: the ``/metrics`` web view).
+"""
+from prometheus_client import Counter, Histogram
+
+transactions_begun = Counter("faust_eos_transactions_begun_total", "Transactions begun (one per input partition and commit)")
+transactions_committed = Counter("faust_eos_transactions_committed_total", "Transactions committed")
+transactions_aborted = Counter("faust_eos_transactions_aborted_total", "Transactions aborted after a failed step")
+producers_fenced = Counter(
+    "faust_eos_producers_fenced_total", "Commits refused because another worker claimed the partition's transactional id"
+)
+commit_duration = Histogram(
+    "faust_eos_commit_duration_seconds",
+    "Duration of one partition's transaction: begin, produce, flush, send offsets, commit (failed ones included)",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+)

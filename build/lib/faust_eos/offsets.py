@@ -1,0 +1,184 @@
+"""Offsets as exactly-once needs them: stable committed offsets, and where restores end.
+
+A committed offset still pending in a transaction (its commit markers not yet
+written) is exactly the one that matters on a hand-over, and aiokafka cannot
+ask for stable offsets. librdkafka's consumer can: with
+``isolation.level=read_committed`` its offset fetch sets ``require_stable``,
+and while a transaction holds an offset pending the broker answers
+UNSTABLE_OFFSET_COMMIT and the question is asked again.
+
+A changelog written in transactions does not end with a record: the offsets
+just below its last stable offset hold commit markers (and maybe records of
+aborted transactions), which no ``read_committed`` reader receives. A restore
+is complete once it has applied the last committed record, so that is where
+:meth:`CommittedOffsets.restore_ends` says it ends.
+
+Blocking: run it in a thread.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable, Iterable, Optional, TypeVar
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+# Errors that pass once the broker has (re)loaded its partitions and coordinators.
+TRANSIENT_CODES = {
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.NETWORK_EXCEPTION,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.UNSTABLE_OFFSET_COMMIT,
+}
+
+#: how far before the LSO a search for the last committed record starts; each miss widens it 8 times
+FIRST_SEARCH_SPAN = 64
+
+
+class CommittedOffsets:
+    """Reads a consumer group's stable committed offsets, and where changelogs end; never joins the group.
+
+    Safe to call from several threads, and to close while a call is running:
+    the call gives up at its next step (closing a librdkafka client another
+    thread is using crashes the process).
+    """
+
+    def __init__(self, bootstrap_servers: str, group_id: str) -> None:
+        common = {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": group_id,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+        self._consumer = Consumer(common)
+        self._reader = Consumer({  # assigned partitions only, to find where they end
+            **common,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 10,
+        })
+        self._in_use = threading.Lock()
+        self._closing = threading.Event()
+
+    def group_metadata(self) -> Any:
+        """The group's metadata for ``send_offsets_to_transaction``.
+
+        Fencing follows each partition's transactional id, not the group
+        generation, so this carries the group id only.
+        """
+        return self._consumer.consumer_group_metadata()
+
+    def read(self, tps: Iterable[Any], timeout_s: float = 60.0) -> dict[Any, Optional[int]]:
+        """Committed offset of each of ``tps`` (anything with .topic and .partition); None if none."""
+        tps = list(tps)
+
+        def ask() -> dict[tuple[str, int], int]:
+            self._raise_if_closing()
+            result = self._consumer.committed([TopicPartition(tp.topic, tp.partition) for tp in tps], timeout=10)
+            for partition in result:
+                if partition.error is not None:
+                    raise KafkaException(partition.error)
+            return {(p.topic, p.partition): p.offset for p in result}
+
+        with self._in_use:
+            committed = retrying(ask, timeout_s)
+        return {tp: (offset if (offset := committed[(tp.topic, tp.partition)]) >= 0 else None) for tp in tps}
+
+    def restore_ends(self, tps: Iterable[Any], timeout_s: float = 60.0) -> dict[Any, int]:
+        """For each of ``tps``: the offset just past its last committed record.
+
+        Its log start offset if it holds no committed record. Searched backwards
+        from the last stable offset, wider each time no record turns up.
+        """
+        tps = list(tps)
+
+        def ask() -> dict[tuple[str, int], int]:
+            deadline = time.monotonic() + timeout_s
+            bounds: dict[tuple[str, int], tuple[int, int]] = {}  # (log start offset, LSO)
+            for tp in tps:
+                self._raise_if_closing()
+                bounds[(tp.topic, tp.partition)] = self._consumer.get_watermark_offsets(
+                    TopicPartition(tp.topic, tp.partition), timeout=10, cached=False
+                )
+            ends = {key: low for key, (low, _) in bounds.items()}
+            searching = {key for key, (low, stable) in bounds.items() if stable > low}
+            span = FIRST_SEARCH_SPAN
+            while searching:
+                starts = {key: max(bounds[key][0], bounds[key][1] - span) for key in searching}
+                for key, last in self._last_records(starts, deadline).items():
+                    if last is not None:
+                        ends[key] = last + 1
+                # search further back where no record turned up and the log start is not reached yet
+                searching = {key for key in searching if ends[key] == bounds[key][0] and starts[key] > bounds[key][0]}
+                span *= 8
+            return ends
+
+        with self._in_use:
+            ends = retrying(ask, timeout_s)
+        return {tp: ends[(tp.topic, tp.partition)] for tp in tps}
+
+    def _last_records(self, starts: dict[tuple[str, int], int], deadline: float) -> dict[tuple[str, int], Optional[int]]:
+        """Read each partition from its start offset to its end: the offset of the last record (None if none)."""
+        last: dict[tuple[str, int], Optional[int]] = dict.fromkeys(starts)
+        reading = set(starts)
+        self._reader.assign([TopicPartition(topic, partition, offset) for (topic, partition), offset in starts.items()])
+        try:
+            while reading:
+                self._raise_if_closing()
+                if time.monotonic() > deadline:
+                    raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "reading to the end of the changelogs"))
+                for msg in self._reader.consume(500, timeout=0.2):
+                    key = (msg.topic(), msg.partition())
+                    error = msg.error()
+                    if error is None:
+                        if key in reading:
+                            last[key] = msg.offset()
+                    elif error.code() == KafkaError._PARTITION_EOF:
+                        reading.discard(key)
+                    else:
+                        raise KafkaException(error)
+        finally:
+            self._reader.unassign()
+        return last
+
+    def interrupt(self) -> None:
+        """Make a call still running give up at its next step, and every later call at once."""
+        self._closing.set()
+
+    def close(self) -> None:
+        """Close the clients. Blocking: waits for a call still running to give up."""
+        self.interrupt()
+        with self._in_use:
+            self._consumer.close()
+            self._reader.close()
+
+    def _raise_if_closing(self) -> None:
+        if self._closing.is_set():
+            raise KafkaException(KafkaError(KafkaError._DESTROY, "closing"))
+
+
+def retrying(ask: Callable[[], T], timeout_s: float) -> T:
+    """``ask()`` again while the broker answers with a transient error (e.g. just after a restart)."""
+    deadline = time.monotonic() + timeout_s
+    told = False
+    while True:
+        try:
+            return ask()
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            transient = error.retriable() or error.code() in TRANSIENT_CODES
+            if time.monotonic() > deadline or not transient:
+                raise
+            if not told:
+                log.info("Broker not ready to answer (%s); asking again for up to %.0f s", error.str(), timeout_s)
+                told = True
+            time.sleep(0.2)

@@ -1,0 +1,233 @@
+"""The exactly-once commit of one input partition.
+
+One transactional producer per input partition this worker owns, with a
+``transactional.id`` derived from the partition (``<app>-<topic>-<partition>``).
+Whoever owns the partition next initialises the same id, which aborts any
+transaction the previous owner left open and fences it: a paused or partitioned
+old owner (a zombie) can no longer commit anything.
+
+A commit is one transaction, run start to finish on a worker thread::
+
+    begin_transaction()
+    produce(record) for every staged record the committed events caused
+        (outputs and table changelog writes, in the order they were sent)
+    flush()                                  every record acknowledged, or abort
+    send_offsets_to_transaction({tp: offset}, group)
+    commit_transaction()
+
+Nothing is produced outside this sequence, so a transaction is open only for
+the few milliseconds of a commit and a crash at any step leaves either all of
+it or none of it visible to ``read_committed`` readers.
+
+Each producer has its own thread, and every call into it has a deadline. Some
+librdkafka calls can block for ever when the broker restarts (the group
+coordinator request inside ``send_offsets_to_transaction`` never times out):
+past the deadline the producer is given up (:class:`TransactionStuck`) and
+whoever claims the id next fences it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable, Optional, Sequence
+
+from aiokafka.structs import RecordMetadata, TopicPartition as AioTopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from faust_eos import metrics
+from faust_eos.staging import SourceTP, StagedRecord
+
+log = logging.getLogger(__name__)
+
+FENCED_CODES = {
+    KafkaError._FENCED,
+    KafkaError.PRODUCER_FENCED,
+    KafkaError.INVALID_PRODUCER_EPOCH,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+}
+
+
+class ProducerFenced(Exception):
+    """Another worker now owns this input partition's transactional id."""
+
+
+class TransactionFailed(Exception):
+    """A transaction could not be committed and was aborted."""
+
+
+class TransactionStuck(Exception):
+    """A call into the producer did not return in time; the producer is unusable."""
+
+
+def transactional_id(app_id: str, tp: SourceTP) -> str:
+    return f"{app_id}-{tp.topic}-{tp.partition}"
+
+
+class PartitionTransaction:
+    """The transactional producer of one input partition, driven from the event loop.
+
+    With ``tp`` None it commits records alone, with no input offsets (the records
+    sent outside any event: :mod:`faust_eos.outside`).
+    """
+
+    def __init__(
+        self,
+        tp: Optional[SourceTP],
+        *,
+        transactional_id: str,
+        producer_config: dict[str, Any],
+        group: Any,
+        call_timeout_s: float,
+    ) -> None:
+        self.tp = tp
+        self.transactional_id = transactional_id
+        self._group = group
+        self._timeout_s = call_timeout_s
+        self._producer = Producer({**producer_config, "transactional.id": self.transactional_id})
+        self._thread = CallThread(f"eos-{self.transactional_id}")
+
+    async def init(self) -> None:
+        """Claim the id: aborts the previous owner's open transaction and fences it."""
+        await self._call(self._producer.init_transactions, self._timeout_s)
+
+    async def commit(self, records: Sequence[StagedRecord], offset: Optional[int]) -> list[RecordMetadata]:
+        """Produce ``records`` and commit them with input offset ``offset`` (if any), atomically.
+
+        Returns each record's metadata, in order. Raises :class:`ProducerFenced`
+        or :class:`TransactionFailed` (nothing became visible), or
+        :class:`TransactionStuck` (the outcome is unknown until the id is claimed again).
+        """
+        with metrics.commit_duration.time():
+            return await self._call(self._commit, records, offset)
+
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        call = asyncio.wrap_future(self._thread.submit(fn, *args))
+        deadline_s = self._timeout_s * 2 + 5  # a commit makes two bounded calls (flush, then commit or abort)
+        try:
+            return await asyncio.wait_for(call, deadline_s)
+        except asyncio.TimeoutError:
+            raise TransactionStuck(
+                f"{self.transactional_id}: {fn.__name__} did not return within {deadline_s:.0f} s"
+            ) from None
+
+    def _commit(self, records: Sequence[StagedRecord], offset: Optional[int]) -> list[RecordMetadata]:
+        delivered: list[RecordMetadata | None] = [None] * len(records)
+        errors: list[KafkaError] = []
+
+        def on_delivery(index: int):
+            def report(err: KafkaError | None, msg: Message) -> None:
+                if err is not None:
+                    errors.append(err)
+                else:
+                    delivered[index] = _metadata(msg)
+
+            return report
+
+        producer = self._producer
+        try:
+            producer.begin_transaction()
+            metrics.transactions_begun.inc()
+            for index, record in enumerate(records):
+                kwargs: dict[str, Any] = {"key": record.key, "value": record.value, "on_delivery": on_delivery(index)}
+                if record.partition is not None:
+                    kwargs["partition"] = record.partition
+                if record.timestamp_ms is not None:
+                    kwargs["timestamp"] = record.timestamp_ms
+                if record.headers:
+                    kwargs["headers"] = list(record.headers)
+                self._produce(record.topic, kwargs)
+            producer.flush(self._timeout_s)
+            if errors or any(md is None for md in delivered):
+                raise KafkaException(errors[0] if errors else KafkaError(KafkaError._TIMED_OUT))
+            if offset is not None:
+                offsets = [TopicPartition(self.tp.topic, self.tp.partition, offset)]
+                producer.send_offsets_to_transaction(offsets, self._group, self._timeout_s)
+            producer.commit_transaction(self._timeout_s)
+            metrics.transactions_committed.inc()
+        except KafkaException as exc:
+            self._fail(exc)
+        return delivered  # type: ignore[return-value]
+
+    def _produce(self, topic: str, kwargs: dict[str, Any]) -> None:
+        while True:
+            try:
+                self._producer.produce(topic, **kwargs)
+                return
+            except BufferError:  # local queue full: let deliveries drain it
+                self._producer.poll(0.05)
+
+    def _fail(self, exc: KafkaException) -> None:
+        error: KafkaError = exc.args[0]
+        if error.code() in FENCED_CODES or error.fatal():
+            raise ProducerFenced(f"{self.transactional_id}: {error.str()}") from exc
+        try:
+            self._producer.abort_transaction(self._timeout_s)
+        except KafkaException as abort_exc:
+            abort_error: KafkaError = abort_exc.args[0]
+            if abort_error.code() in FENCED_CODES or abort_error.fatal():
+                raise ProducerFenced(f"{self.transactional_id}: {abort_error.str()}") from abort_exc
+            raise TransactionFailed(f"{self.transactional_id}: abort failed: {abort_error.str()}") from abort_exc
+        metrics.transactions_aborted.inc()
+        raise TransactionFailed(f"{self.transactional_id}: {error.str()} (aborted)") from exc
+
+    def close(self) -> None:
+        """Drop the producer; an open transaction is aborted by the next owner.
+
+        The producer is released on its own thread, after any call still
+        running there: destroying it can block, and it must not block the loop.
+        """
+        self._thread.submit(_release, self._producer)
+        del self._producer
+        self._thread.close()
+
+
+def _release(producer: Producer) -> None:
+    """Runs on the producer's thread; the last reference goes when this returns."""
+
+
+class CallThread:
+    """A daemon thread running calls one at a time, in order.
+
+    Daemon, unlike an executor's threads: a call stuck inside librdkafka must
+    not keep the worker process from exiting.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._calls: queue.SimpleQueue[Optional[tuple[Future, Callable[..., Any], tuple]]] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name=name, daemon=True).start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        future: Future = Future()
+        self._calls.put((future, fn, args))
+        return future
+
+    def close(self) -> None:
+        """Stop after the calls already submitted."""
+        self._calls.put(None)
+
+    def _serve(self) -> None:
+        while (call := self._calls.get()) is not None:
+            future, fn, args = call
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as exc:  # handed to the caller
+                    future.set_exception(exc)
+            del call, future, fn, args  # drop references (the producer's, at close) on this thread
+
+
+def _metadata(msg: Message) -> RecordMetadata:
+    tp = AioTopicPartition(msg.topic(), msg.partition())
+    timestamp_type, timestamp = msg.timestamp()
+    return RecordMetadata(
+        topic=msg.topic(),
+        partition=msg.partition(),
+        topic_partition=tp,
+        offset=msg.offset(),
+        timestamp=timestamp,
+        timestamp_type=timestamp_type,
+        log_start_offset=None,
+    )
