@@ -26,7 +26,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from config import Settings, settings
-from tools.kafka_wire import Cluster, KafkaWireError
+from kafka_ops.wire import Cluster, KafkaWireError
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 PRODUCTION_REPLICATION_FACTOR = 3

@@ -1,7 +1,7 @@
 """Transaction operations against a live cluster: ``faust -A app <command> --help``.
 
 ``transactions``, ``hanging-transactions``, ``abort-transaction`` and ``lso``
-speak the Kafka protocol from Python (:mod:`tools.transactions`): they need no
+speak the Kafka protocol from Python (:mod:`kafka_ops.transactions`): they need no
 Java and no broker jars, only the cluster at KAFKA_BOOTSTRAP_SERVERS (or the
 local broker). ``faust --json -A app <command>`` prints JSON instead of tables.
 """
@@ -17,8 +17,8 @@ from faust.cli import AppCommand, argument, option
 
 from app import app
 from config import settings
-from tools import transactions as txn
-from tools.kafka_wire import Cluster, KafkaWireError
+from kafka_ops import transactions as txn
+from kafka_ops.wire import Cluster, KafkaWireError
 
 
 def _now_ms() -> int:
