@@ -114,7 +114,3 @@ def test_transaction_rows_show_age_and_partitions():
         ("tid", "7", "1", "Ongoing", "5.0 s", "60 s", "t-0"),
         ("idle", "9", "4", "CompleteCommit", "-", "30 s", "-"),
     ]
-
-
-def test_lso_lag_is_high_watermark_minus_lso():
-    assert PartitionOffsets("t", 0, 120, 100).lso_lag == 20
