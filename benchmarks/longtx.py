@@ -22,12 +22,13 @@ from typing import Callable, Optional
 
 from confluent_kafka import Producer
 
+from app import loadgen
+from app.kafka import producer_config
+from app.reconcile import SENTINEL_HEADER
 from benchmarks.measure import LsoSampler, OutputWatcher
 from benchmarks.pipeline import clean_up, warm_up
 from config import Settings
-from tools import broker, loadgen
-from tools.kafka import producer_config
-from tools.reconcile import SENTINEL_HEADER
+from tools import broker
 from tools.run import PipelineRun
 
 #: how often the broker looks for timed-out transactions (its default; the local broker keeps it)

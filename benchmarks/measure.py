@@ -12,9 +12,9 @@ from typing import Optional
 
 from confluent_kafka import Consumer, TopicPartition
 
+from app.kafka import admin
 from config import Settings
 from kafka_ops.offsets import admin_end_offsets, read_offsets
-from tools.kafka import admin
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

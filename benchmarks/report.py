@@ -225,7 +225,7 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     w = meta["workload"]
     yield (f"* Each run: fresh topics; {w['warmup_events']} warm-up events (not measured); latency phase "
            f"{w['latency_rate']:g} events/s for {w['latency_seconds']:g} s; throughput phase a backlog of "
-           f"{w['throughput_events']:,} input records produced as fast as possible. Load from `tools.loadgen` "
+           f"{w['throughput_events']:,} input records produced as fast as possible. Load from `app.loadgen` "
            "(5 % duplicates, 2 % bad records, 20 merchants), seed "
            f"{w['seed']}. Repeats: {args['repeats']}; order of the two guarantees alternates between repeats.")
     yield (f"* Pipeline settings: transaction timeout {meta['pipeline_settings']['transaction_timeout_ms']}, "

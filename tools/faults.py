@@ -37,14 +37,14 @@ from typing import Any, Optional
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from app.kafka import CLIENT_LOG, admin, producer_config
+from app.loadgen import LoadSpec
+from app.reconcile import SENTINEL_HEADER
 import config
 from config import GUARANTEES, REPO_ROOT, Settings
 from faust_eos.offsets import retrying
 from kafka_ops.offsets import READ_UNCOMMITTED, admin_end_offsets, read_offsets
 from tools import broker
-from tools.kafka import CLIENT_LOG, admin, producer_config
-from tools.loadgen import LoadSpec
-from tools.reconcile import SENTINEL_HEADER
 from tools.run import PipelineRun
 from tools.workers import Worker, wait_for
 

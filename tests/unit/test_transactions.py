@@ -1,8 +1,8 @@
 """Transaction operations without a broker: response parsing, request layout, hanging rules, rows."""
 import pytest
 
-from kafka_ops.wire import NO_TAGS, Reader, compact_array, compact_string, int16, int32, int64
 from kafka_ops.offsets import PartitionOffsets
+from kafka_ops.wire import NO_TAGS, Reader, compact_array, compact_string, int16, int32, int64
 from kafka_ops.transaction_requests import (
     PartitionProducer,
     Transaction,
