@@ -280,6 +280,12 @@ def abort_on_partition(cluster: Cluster, admin: AdminClient, topic: str, partiti
     return producer
 
 
+def abort_marker_written(producer: PartitionProducer) -> str:
+    """What :func:`abort_on_partition` did, in one line for the operator."""
+    return (f"wrote an abort marker for producer {producer.producer_id} on {producer.topic}-{producer.partition} "
+            f"(transaction from offset {producer.txn_start_offset})")
+
+
 def connect(bootstrap_servers: str) -> tuple[Cluster, AdminClient]:
     """A protocol connection and an admin client; an unreachable cluster raises one line."""
     try:
@@ -335,3 +341,9 @@ def lso_rows(offsets: list[PartitionOffsets], producers: list[PartitionProducer]
         rows.append((f"{o.topic}-{o.partition}", str(o.high_watermark), str(o.last_stable_offset), str(o.lso_lag),
                      f"producer {holder}" if holder is not None else "-"))
     return rows
+
+
+def lso_table(cluster: Cluster, admin: AdminClient, topics: list[str]) -> list[tuple[str, ...]]:
+    """The rows of :data:`LSO_HEADERS` for every partition of ``topics``."""
+    leaders = topic_leaders(admin, topics)
+    return lso_rows(list(partition_offsets(admin, leaders).values()), describe_producers(cluster, leaders))

@@ -91,10 +91,6 @@ class Layout:
         return self.home / "libs" / self.version
 
     @property
-    def tools(self) -> Path:
-        return self.home / "tools" / self.version
-
-    @property
     def conf(self) -> Path:
         return self.home / "conf" / self.version
 
@@ -184,9 +180,8 @@ def _logging_jars(version: str) -> list[tuple[str, str, str]]:
     return [("org.slf4j", "slf4j-reload4j", SLF4J_VERSION), ("ch.qos.reload4j", "reload4j", RELOAD4J_VERSION)]
 
 
-def _pom(version: str, dependencies: list[tuple[str, str, str]] | None = None, name: str = "kafka-broker") -> str:
-    if dependencies is None:
-        dependencies = [("org.apache.kafka", "kafka_2.13", version), *_logging_jars(version)]
+def _pom(version: str) -> str:
+    dependencies = [("org.apache.kafka", "kafka_2.13", version), *_logging_jars(version)]
     entries = "\n".join(
         f"    <dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
         f"<version>{release}</version></dependency>"
@@ -196,7 +191,7 @@ def _pom(version: str, dependencies: list[tuple[str, str, str]] | None = None, n
   <!-- Throwaway pom written by tools/broker.py to download Kafka jars. -->
   <modelVersion>4.0.0</modelVersion>
   <groupId>local.faust-eos</groupId>
-  <artifactId>{name}-{version}</artifactId>
+  <artifactId>kafka-broker-{version}</artifactId>
   <version>1</version>
   <packaging>pom</packaging>
   <dependencies>
@@ -216,44 +211,28 @@ def _maven_error(output: str) -> str:
 def fetch(settings: Settings = settings) -> Path:
     """Download Kafka and its runtime jars once (reused afterwards); return their folder."""
     layout = Layout.of(settings)
-    _fetch_jars(settings.kafka_version, _pom(settings.kafka_version), layout.libs, layout.conf / "pom.xml")
-    return layout.libs
-
-
-def fetch_tools(settings: Settings = settings) -> Path:
-    """Download Kafka's command-line tools (``kafka-tools``, e.g. TransactionsCommand) once; return their folder.
-
-    Kept apart from the broker's jars so the broker's classpath stays as it is.
-    """
-    layout = Layout.of(settings)
-    version = settings.kafka_version
-    pom = _pom(version, [("org.apache.kafka", "kafka-tools", version)], name="kafka-tools")
-    _fetch_jars(f"{version} tools", pom, layout.tools, layout.conf / "tools-pom.xml")
-    return layout.tools
-
-
-def _fetch_jars(what: str, pom: str, libs: Path, pom_file: Path) -> None:
-    """Copy the runtime jars of ``pom`` into ``libs`` with Maven, unless done before."""
+    version, libs, pom_file = settings.kafka_version, layout.libs, layout.conf / "pom.xml"
     marker = libs / ".complete"
     if marker.exists():
-        return
+        return libs
     mvn = _require_tool("mvn", "install Maven 3.8 or newer (e.g. `apt-get install maven`) to fetch the Kafka jars")
-    _say(f"fetching Kafka {what} and its dependencies from Maven Central (first time only)...")
+    _say(f"fetching Kafka {version} and its dependencies from Maven Central (first time only)...")
     started = time.monotonic()
     shutil.rmtree(libs, ignore_errors=True)
     libs.mkdir(parents=True)
     pom_file.parent.mkdir(parents=True, exist_ok=True)
-    pom_file.write_text(pom)
+    pom_file.write_text(_pom(version))
     goal = [f"{DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={libs}"]
     # --update-snapshots also retries downloads that failed before (Maven caches failures).
     command = [mvn, "--batch-mode", "--quiet", "--update-snapshots", "-Dstyle.color=never", "-f", str(pom_file), *goal]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         shutil.rmtree(libs, ignore_errors=True)
-        raise BrokerError(f"could not fetch Kafka {what} from Maven Central: {_maven_error(result.stdout + result.stderr)}")
+        raise BrokerError(f"could not fetch Kafka {version} from Maven Central: {_maven_error(result.stdout + result.stderr)}")
     marker.write_text(f"fetched {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
     jars = len(list(libs.glob("*.jar")))
     _say(f"fetched {jars} jars into {libs} in {time.monotonic() - started:.1f} s")
+    return libs
 
 
 def pid(settings: Settings = settings) -> int | None:
