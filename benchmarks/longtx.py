@@ -71,9 +71,12 @@ def text_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
 
 
 def look_at_transactions(settings: Settings, topic: str) -> list[dict]:
-    """What an operator sees of the stalled transaction: open transactions, what holds the LSO, the LSO."""
+    """What an operator sees of the stalled transaction: open transactions, what holds the LSO, the LSO.
+
+    The ``transactions`` output is cut to those writing to ``topic``: the cluster may be shared.
+    """
     def open_transactions(cluster: Cluster, admin: AdminClient) -> str:
-        found = txn.list_transactions(cluster)
+        found = [t for t in txn.list_transactions(cluster) if any(name == topic for name, _ in t.partitions)]
         return text_table(txn.TRANSACTION_HEADERS, txn.transaction_rows(found, int(time.time() * 1000)))
 
     def blocking(cluster: Cluster, admin: AdminClient) -> str:

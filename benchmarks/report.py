@@ -367,7 +367,8 @@ def _long_transaction_section(results: dict, plots: dict[str, str]) -> Iterable[
                    f"{s['scenario']['stall_timeout_ms'] / 1000:g} s timeout plus up to 10 s until the broker's "
                    "next check for timed-out transactions (`transaction.abort.timed.out.transaction.cleanup.interval.ms`).")
         yield ""
-    yield "What the transaction commands showed during the `manual` run:"
+    yield ("What the transaction commands showed during the `manual` run (the `transactions` output is cut to "
+           "transactions writing to `merchant-totals`):")
     yield ""
     manual = next((s for s in scenarios if s["mode"] == "manual"), scenarios[-1])
     for command in manual["commands"]:
