@@ -9,9 +9,9 @@ import click
 from faust.cli import option
 
 from app import app
+from app import loadgen
+from app.reconcile import reconcile_until_settled, summary
 from config import settings
-from tools import loadgen
-from tools.reconcile import reconcile_until_settled, summary
 
 
 @app.command(

@@ -15,7 +15,7 @@ import asyncio
 import logging
 from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping, NamedTuple, Optional
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaException
 from faust.exceptions import ConsumerNotStarted
 from faust.types import TP
 from prometheus_client import Counter, disable_created_metrics
@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 
 from config import settings
 from faust_eos.faust_internals import table_partition_dbs
+from kafka_ops.offsets import PartitionOffsets, WatermarkReader, read_offsets
 
 log = logging.getLogger(__name__)
 
@@ -161,24 +162,8 @@ def _tp_gauge(name: str, doc: str, values: Mapping[TP, int]) -> GaugeMetricFamil
 
 collector = WorkerCollector()
 REGISTRY.register(collector)
-_offset_readers: dict[str, Consumer] = {}
-
-
-def _offset_reader(isolation_level: str) -> Consumer:
-    """A consumer that never joins a group, only asks for end offsets.
-
-    Its end offset is the LSO under read_committed and the high watermark under
-    read_uncommitted. (librdkafka's admin client is not used in workers: its
-    requests crashed the process around broker restarts.)
-    """
-    if isolation_level not in _offset_readers:
-        _offset_readers[isolation_level] = Consumer({
-            "bootstrap.servers": settings.bootstrap_servers,
-            "group.id": f"{settings.app_id}-metrics",
-            "isolation.level": isolation_level,
-            "enable.auto.commit": False,
-        })
-    return _offset_readers[isolation_level]
+# (librdkafka's admin client is not used in workers: its requests crashed the process around broker restarts)
+_offset_reader: Optional[WatermarkReader] = None
 
 
 def readiness(app: Any) -> Optional[str]:
@@ -200,16 +185,12 @@ async def refresh(app: Any) -> None:
     watched = sources | set(recovery.active_tps) | outputs
     loop = asyncio.get_running_loop()
     try:
-        # LSO first: the high watermark read after it is never below it
-        stable = await asyncio.wait_for(
-            loop.run_in_executor(None, _end_offsets, "read_committed", watched), SCRAPE_TIMEOUT_S
-        )
-        highwaters = await asyncio.wait_for(
-            loop.run_in_executor(None, _end_offsets, "read_uncommitted", watched), SCRAPE_TIMEOUT_S
-        )
+        offsets = await asyncio.wait_for(loop.run_in_executor(None, _read_offsets, watched), 2 * SCRAPE_TIMEOUT_S)
     except (asyncio.TimeoutError, KafkaException) as exc:
         log.warning("Metrics: could not read offsets from the broker: %r", exc)
-        stable, highwaters = {}, {}
+        offsets = {}
+    stable = {tp: o.last_stable_offset for tp, o in offsets.items()}
+    highwaters = {tp: o.high_watermark for tp, o in offsets.items()}
     positions = await _positions(app, sources)
     table_keys = await loop.run_in_executor(None, _table_keys, list(app.tables.values()))
     collector.snapshot = Snapshot(
@@ -237,18 +218,12 @@ def _source_partitions(app: Any) -> set[TP]:
     return {tp for tp in assignment if tp.topic not in changelog_topics}
 
 
-def _end_offsets(isolation_level: str, tps: Iterable[TP]) -> dict[TP, int]:
-    reader = _offset_reader(isolation_level)
-    offsets: dict[TP, int] = {}
-    for tp in tps:
-        try:
-            _, end = reader.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=1.0, cached=False)
-        except KafkaException as exc:
-            if exc.args[0].code() == KafkaError._TIMED_OUT:  # the broker is not answering: stop asking
-                break
-            continue  # e.g. a topic not created yet: leave the partition out
-        offsets[tp] = end
-    return offsets
+def _read_offsets(tps: Iterable[TP]) -> dict[TP, PartitionOffsets]:
+    """LSO and high watermark of ``tps`` that answered (:func:`kafka_ops.offsets.read_offsets`)."""
+    global _offset_reader
+    if _offset_reader is None:
+        _offset_reader = WatermarkReader(settings.bootstrap_servers, f"{settings.app_id}-metrics")
+    return {TP(*key): offsets for key, offsets in read_offsets(_offset_reader, tps).items()}
 
 
 async def _positions(app: Any, tps: Iterable[TP]) -> dict[TP, Optional[int]]:

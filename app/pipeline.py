@@ -21,7 +21,7 @@ app = faust.App(
     store="rocksdb://",
     datadir=str(settings.data_dir),
     topic_partitions=settings.partitions,
-    topic_replication_factor=1,
+    topic_replication_factor=settings.replication_factor,
     topic_disable_leader=True,
     # Standby replicas restore changelogs in the background; under exactly-once
     # that may race with wiping a partition's uncommitted local state: off by default.

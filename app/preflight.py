@@ -11,22 +11,29 @@ starts (through the app's ``Worker`` class; other commands skip it):
 * with PROFILE=production, the transaction state log must be replicated enough
   for exactly-once to survive a broker loss (replication factor 3, min ISR 2).
 
-Each problem is one line naming the setting and the fix; the worker prints them
-and exits with status 1.
+Then the pipeline's input and output topics the cluster lacks are created, with
+PARTITIONS partitions and the pipeline's replication factor: clusters usually
+do not create topics on first use, and a transaction sending to a missing topic
+only times out.
+
+Each problem (or topic the cluster refused to create) is one line naming the
+setting and the fix; the worker prints them and exits with status 1.
 """
 from __future__ import annotations
 
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, Callable, Collection, NoReturn
 
 import faust
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
+from app.kafka import pipeline_topics
 from config import Settings, settings
-from tools.kafka_wire import Cluster, KafkaWireError
+from kafka_ops.topics import TopicRefused, create_topics, partition_counts
+from kafka_ops.wire import Cluster, KafkaWireError
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 PRODUCTION_REPLICATION_FACTOR = 3
@@ -78,6 +85,28 @@ def problems(settings: Settings, facts: ClusterFacts) -> list[str]:
     return found
 
 
+def create_missing_topics(settings: Settings, existing: Collection[str],
+                          create: Callable[[list[str], int, int], list[TopicRefused]]) -> list[str]:
+    """Create the pipeline's topics not in ``existing`` with ``create(topics, partitions, replication_factor)``.
+
+    Returns one line per topic the cluster refused, naming the fix.
+    """
+    missing = [topic for topic in pipeline_topics(settings) if topic not in existing]
+    if not missing:
+        return []
+    return [
+        f"topic {r.topic!r} is missing and the cluster refused to create it ({r.error}: {r.reason}): "
+        f"create it with {settings.partitions} partitions (replication factor {settings.replication_factor}), "
+        "or grant this client Create on the cluster"
+        for r in create(missing, settings.partitions, settings.replication_factor)
+    ]
+
+
+def _admin(settings: Settings) -> AdminClient:
+    # errors reach us as exceptions; librdkafka's own connection logs would only repeat them
+    return AdminClient({"bootstrap.servers": settings.bootstrap_servers, "log_level": 2})
+
+
 def _int_config(entries: dict[str, Any], name: str) -> int:
     return int(entries[name].value)
 
@@ -102,8 +131,7 @@ def gather(settings: Settings, topics: list[str], timeout_s: float = REACH_TIMEO
     if a request fails.
     """
     wait_reachable(settings.bootstrap_servers, timeout_s)
-    # errors reach us as exceptions; librdkafka's own connection logs would only repeat them
-    admin = AdminClient({"bootstrap.servers": settings.bootstrap_servers, "log_level": 2})
+    admin = _admin(settings)
     metadata = admin.list_topics(timeout=timeout_s)
     brokers = [ConfigResource(ResourceType.BROKER, str(node_id)) for node_id in sorted(metadata.brokers)]
     resources = list(brokers)
@@ -140,17 +168,28 @@ def _exit(lines: list[str]) -> NoReturn:
     raise SystemExit(1)
 
 
+def _create_pipeline_topics(settings: Settings) -> list[str]:
+    admin = _admin(settings)
+    existing = partition_counts(admin, pipeline_topics(settings), REACH_TIMEOUT_S)
+
+    def create(topics: list[str], partitions: int, replication_factor: int) -> list[TopicRefused]:
+        return create_topics(admin, topics, partitions, replication_factor, REACH_TIMEOUT_S)
+
+    return create_missing_topics(settings, existing, create)
+
+
 class Worker(faust.Worker):
-    """``faust worker`` that checks the settings against the cluster before starting."""
+    """``faust worker`` that checks the settings against the cluster, and creates missing topics, before starting."""
 
     def execute_from_commandline(self) -> NoReturn:
         try:
-            facts = gather(settings, checked_topics(self.app))
+            found = problems(settings, gather(settings, checked_topics(self.app)))
+            if not found:
+                found = _create_pipeline_topics(settings)
         except (KafkaException, KafkaWireError, TimeoutError) as exc:
             reason = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc) or "timed out"
             _exit([f"cannot check the settings against the cluster: {reason} "
                    "(is the broker running? see KAFKA_BOOTSTRAP_SERVERS)"])
-        found = problems(settings, facts)
         if found:
             _exit(found)
         super().execute_from_commandline()

@@ -1,7 +1,7 @@
 """Transaction operations against a live cluster: ``faust -A app <command> --help``.
 
 ``transactions``, ``hanging-transactions``, ``abort-transaction`` and ``lso``
-speak the Kafka protocol from Python (:mod:`tools.transactions`): they need no
+speak the Kafka protocol from Python (:mod:`kafka_ops.transactions`): they need no
 Java and no broker jars, only the cluster at KAFKA_BOOTSTRAP_SERVERS (or the
 local broker). ``faust --json -A app <command>`` prints JSON instead of tables.
 """
@@ -17,8 +17,8 @@ from faust.cli import AppCommand, argument, option
 
 from app import app
 from config import settings
-from tools import transactions as txn
-from tools.kafka_wire import Cluster, KafkaWireError
+from kafka_ops import transactions as txn
+from kafka_ops.wire import Cluster, KafkaWireError
 
 
 def _now_ms() -> int:
@@ -130,9 +130,7 @@ async def abort_transaction(self: AppCommand, transactional_id: Optional[str], t
             txn.abort_by_transactional_id(settings.bootstrap_servers, found)
             self.say(f"aborted the transaction of {transactional_id!r}; its producer is fenced")
         else:
-            producer = txn.abort_on_partition(cluster, admin, topic, partition, producer_id)
-            self.say(f"wrote an abort marker for producer {producer.producer_id} on {topic}-{partition} "
-                     f"(transaction from offset {producer.txn_start_offset})")
+            self.say(txn.abort_marker_written(txn.abort_on_partition(cluster, admin, topic, partition, producer_id)))
         offsets = txn.partition_offsets(admin, partitions)
     for o in offsets.values():
         self.say(f"{o.topic}-{o.partition}: LSO {o.last_stable_offset}, high watermark {o.high_watermark}, "
@@ -156,8 +154,5 @@ async def lso(self: AppCommand, topics: tuple[str, ...]) -> None:
     Needs only a reachable cluster (pure Python; no Java or broker jars).
     """
     with _Operation(self) as (cluster, admin):
-        leaders = txn.topic_leaders(admin, list(topics))
-        offsets = txn.partition_offsets(admin, leaders)
-        producers = txn.describe_producers(cluster, leaders)
-    self.say(self.tabulate(txn.lso_rows(list(offsets.values()), producers), headers=txn.LSO_HEADERS,
-                           title="Last stable offsets"))
+        rows = txn.lso_table(cluster, admin, list(topics))
+    self.say(self.tabulate(rows, headers=txn.LSO_HEADERS, title="Last stable offsets"))

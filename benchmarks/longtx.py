@@ -4,15 +4,16 @@ While the pipeline runs under exactly_once with a steady load, a separate
 transactional producer writes one record to partition 0 of the totals topic
 and stalls without committing. The LSO of that partition stays at the stalled
 record while the pipeline keeps appending behind it; read_committed readers
-of that partition receive nothing. Kafka's own TransactionsCommand (from the
-broker's release) lists, describes and looks for hanging transactions while
-it happens. The lag clears either when the broker aborts the transaction at
-its ``transaction.timeout.ms`` (``mode="timeout"``), or at once when an
-operator aborts it by hand with ``TransactionsCommand abort`` (``mode="manual"``).
+of that partition receive nothing. The project's own transaction operations
+(:mod:`kafka_ops.transactions`, behind ``faust -A app transactions``,
+``hanging-transactions`` and ``lso``) look at it while it happens. The lag
+clears either when the broker aborts the transaction at its
+``transaction.timeout.ms`` (``mode="timeout"``), or at once when an operator
+aborts it by hand with ``abort-transaction --topic --partition``
+(``mode="manual"``).
 """
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 import uuid
@@ -21,13 +22,16 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
+from app import loadgen
+from app.kafka import producer_config
+from app.reconcile import SENTINEL_HEADER
 from benchmarks.measure import LsoSampler, OutputWatcher
 from benchmarks.pipeline import clean_up, warm_up
 from config import Settings
-from tools import broker, loadgen
-from tools.kafka import producer_config
-from tools.reconcile import SENTINEL_HEADER
+from kafka_ops import transactions as txn
+from kafka_ops.wire import Cluster, KafkaWireError
 from tools.run import PipelineRun
 
 #: how often the broker looks for timed-out transactions (its default; the local broker keeps it)
@@ -41,22 +45,69 @@ class Scenario:
     rate: float = 200.0  # pipeline load, events/s
     stall_after_s: float = 5.0  # load time before the stall
     stall_timeout_ms: int = 20_000  # transaction.timeout.ms of the stalling producer
-    detect_after_s: float = 3.0  # stall time before the TransactionsCommand look
+    detect_after_s: float = 3.0  # stall time before the operator looks at the transactions
     abort_after_s: float = 8.0  # stall time before the manual abort
     tail_s: float = 5.0  # load time after the lag cleared
     sample_interval_s: float = 0.25
 
 
-def transactions_command(settings: Settings, *args: str) -> dict:
-    """Run Kafka's TransactionsCommand; return the command line, its output and exit code."""
-    tools_dir = broker.fetch_tools(settings)
-    command = ["java", "-cp", f"{tools_dir}/*", "org.apache.kafka.tools.TransactionsCommand",
-               "--bootstrap-server", settings.bootstrap_servers, *args]
+def operation(settings: Settings, command: str, run: Callable[[Cluster, AdminClient], str]) -> dict:
+    """Run one transaction operation as ``faust -A app <command>`` does; return the command, its output and status."""
     started = time.time()
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    stderr = "\n".join(line for line in result.stderr.splitlines() if not line.startswith("SLF4J"))
-    return {"command": "kafka-transactions.sh --bootstrap-server ... " + " ".join(args), "at": started,
-            "exit_code": result.returncode, "output": (result.stdout + stderr).strip()}
+    try:
+        cluster, admin = txn.connect(settings.bootstrap_servers)
+        with cluster:
+            output, exit_code = run(cluster, admin), 0
+    except (txn.TransactionToolError, KafkaWireError) as exc:
+        output, exit_code = f"error: {exc}", 1
+    return {"command": f"faust -A app {command}", "at": started, "exit_code": exit_code, "output": output}
+
+
+def text_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """``rows`` under ``headers``, columns aligned."""
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows)]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+                     for row in (headers, *rows))
+
+
+def look_at_transactions(settings: Settings, topic: str) -> list[dict]:
+    """What an operator sees of the stalled transaction: open transactions, what holds the LSO, the LSO.
+
+    The ``transactions`` output is cut to those writing to ``topic``: the cluster may be shared.
+    """
+    def open_transactions(cluster: Cluster, admin: AdminClient) -> str:
+        found = [t for t in txn.list_transactions(cluster) if any(name == topic for name, _ in t.partitions)]
+        return text_table(txn.TRANSACTION_HEADERS, txn.transaction_rows(found, int(time.time() * 1000)))
+
+    def blocking(cluster: Cluster, admin: AdminClient) -> str:
+        found = txn.find_hanging(cluster, admin, [topic], blocking=True)
+        return text_table(txn.HANGING_HEADERS, txn.hanging_rows(found, int(time.time() * 1000)))
+
+    def stable_offsets(cluster: Cluster, admin: AdminClient) -> str:
+        return text_table(txn.LSO_HEADERS, txn.lso_table(cluster, admin, [topic]))
+
+    return [operation(settings, "transactions", open_transactions),
+            operation(settings, f"hanging-transactions --topic {topic} --blocking", blocking),
+            operation(settings, f"lso {topic}", stable_offsets)]
+
+
+def abort_by_hand(settings: Settings, topic: str, partition: int, start_offset: int) -> dict:
+    """``abort-transaction --topic --partition --producer-id`` for the open transaction from ``start_offset``.
+
+    The pipeline's own transactions may be open on the partition too: the
+    producer is the one ``hanging-transactions`` shows holding the LSO there.
+    """
+    cluster, admin = txn.connect(settings.bootstrap_servers)
+    with cluster:
+        leaders = txn.topic_leaders(admin, [topic])
+        producers = txn.describe_producers(cluster, {(topic, partition): leaders[(topic, partition)]})
+    producer_id = next(p.producer_id for p in producers if p.txn_start_offset == start_offset)
+
+    def abort(cluster: Cluster, admin: AdminClient) -> str:
+        return txn.abort_marker_written(txn.abort_on_partition(cluster, admin, topic, partition, producer_id))
+
+    return operation(settings, f"abort-transaction --topic {topic} --partition {partition} "
+                               f"--producer-id {producer_id} --yes", abort)
 
 
 def run_scenario(scenario: Scenario, work_dir: Path, progress: Callable[[str], None], seed: int = 1) -> dict:
@@ -100,19 +151,15 @@ def run_scenario(scenario: Scenario, work_dir: Path, progress: Callable[[str], N
         progress(f"long transaction ({scenario.mode}): open at offset {stalled_offset} of {topic}[0], stalling")
 
         time.sleep(scenario.detect_after_s)
-        progress(f"long transaction ({scenario.mode}): TransactionsCommand list / describe / find-hanging")
-        commands.append(transactions_command(settings, "list"))
-        commands.append(transactions_command(settings, "describe", "--transactional-id", f"{name}-stalled"))
-        commands.append(transactions_command(settings, "describe-producers", "--topic", topic, "--partition", "0"))
-        commands.append(transactions_command(settings, "find-hanging", "--broker-id", "1"))
+        progress(f"long transaction ({scenario.mode}): transactions / hanging-transactions / lso")
+        commands.extend(look_at_transactions(settings, topic))
 
         aborted_at: Optional[float] = None
         if scenario.mode == "manual":
             time.sleep(max(0.0, stalled_at + scenario.abort_after_s - time.time()))
             progress("long transaction (manual): aborting by hand")
-            abort = transactions_command(settings, "abort", "--topic", topic, "--partition", "0",
-                                         "--start-offset", str(stalled_offset))
-            aborted_at = abort["at"]  # the command's start: most of its run time is the JVM starting
+            abort = abort_by_hand(settings, topic, 0, stalled_offset)
+            aborted_at = abort["at"]
             abort["seconds"] = time.time() - aborted_at
             commands.append(abort)
         limit = stalled_at + scenario.stall_timeout_ms / 1000 + ABORT_CHECK_INTERVAL_S + 20

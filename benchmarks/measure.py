@@ -10,11 +10,11 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Optional
 
-from confluent_kafka import Consumer, IsolationLevel, TopicPartition
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka import Consumer, TopicPartition
 
+from app.kafka import admin
 from config import Settings
-from tools.kafka import admin
+from kafka_ops.offsets import admin_end_offsets, read_offsets
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -97,7 +97,7 @@ def wait_for_partitions(consumer: Consumer, topic: str, timeout: float = 30.0) -
 
 
 class LsoSampler(threading.Thread):
-    """Samples high watermark and LSO of every partition of ``topic`` with list_offsets.
+    """Samples high watermark and LSO of every partition of ``topic`` (:func:`kafka_ops.offsets.read_offsets`).
 
     Lag in records is high watermark - LSO. Lag in time is how long the record
     at the LSO has been waiting: now minus the first sample whose high
@@ -107,27 +107,19 @@ class LsoSampler(threading.Thread):
     def __init__(self, settings: Settings, topic: str, partitions: int, interval_s: float = 0.25) -> None:
         super().__init__(name=f"lso-{topic}", daemon=True)
         self.topic = topic
-        self.tps = [TopicPartition(topic, p) for p in range(partitions)]
+        self.partitions = partitions
         self.interval_s = interval_s
         self.samples: list[dict] = []
-        self._admin = admin(settings)
+        self._end_offsets = admin_end_offsets(admin(settings), timeout_s=10)
         self._history: dict[int, list[tuple[float, int]]] = defaultdict(list)  # partition -> (t, hw)
         self._done = threading.Event()
 
-    def _offsets(self, isolation: IsolationLevel) -> dict[int, int]:
-        futures = self._admin.list_offsets(
-            {tp: OffsetSpec.latest() for tp in self.tps}, isolation_level=isolation, request_timeout=10
-        )
-        return {tp.partition: future.result().offset for tp, future in futures.items()}
-
     def sample(self) -> list[dict]:
         now = time.time()
-        # high watermark first: an LSO read afterwards can only be later, never make lag up
-        high = self._offsets(IsolationLevel.READ_UNCOMMITTED)
-        stable = self._offsets(IsolationLevel.READ_COMMITTED)
+        offsets = read_offsets(self._end_offsets, [(self.topic, p) for p in range(self.partitions)])
         rows = []
-        for partition in sorted(high):
-            hw, lso = high[partition], min(stable[partition], high[partition])
+        for (_, partition), read in sorted(offsets.items()):
+            hw, lso = read.high_watermark, read.last_stable_offset
             history = self._history[partition]
             history.append((now, hw))
             waiting_since = next((t for t, seen_hw in history if seen_hw > lso), now)

@@ -16,11 +16,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
+from app import loadgen
+from app.kafka import admin
+from app.reconcile import read_committed
 from benchmarks import stats
 from benchmarks.measure import LsoSampler, OutputWatcher, commit_rounds, cpu_seconds, peak_rss_mb
-from tools import broker, loadgen
-from tools.kafka import admin
-from tools.reconcile import read_committed
+from tools import broker
 from tools.run import PipelineRun
 
 Progress = Callable[[str], None]

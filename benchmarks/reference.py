@@ -16,9 +16,9 @@ from typing import Optional
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
+from app import loadgen
+from app.kafka import admin, producer_config
 from config import Settings
-from tools import loadgen
-from tools.kafka import admin, producer_config
 
 
 def sample_records(record_bytes: int, count: int, seed: int) -> list[loadgen.Record]:

@@ -225,7 +225,7 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     w = meta["workload"]
     yield (f"* Each run: fresh topics; {w['warmup_events']} warm-up events (not measured); latency phase "
            f"{w['latency_rate']:g} events/s for {w['latency_seconds']:g} s; throughput phase a backlog of "
-           f"{w['throughput_events']:,} input records produced as fast as possible. Load from `tools.loadgen` "
+           f"{w['throughput_events']:,} input records produced as fast as possible. Load from `app.loadgen` "
            "(5 % duplicates, 2 % bad records, 20 merchants), seed "
            f"{w['seed']}. Repeats: {args['repeats']}; order of the two guarantees alternates between repeats.")
     yield (f"* Pipeline settings: transaction timeout {meta['pipeline_settings']['transaction_timeout_ms']}, "
@@ -248,8 +248,8 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
            "(at_least_once: partition offsets committed).")
     yield ("* **CPU** per 1,000 input records over both measured phases, from `/proc/<pid>/stat` of the workers "
            "and of the broker; **peak RSS** is the worker's `VmHWM`.")
-    yield ("* **LSO lag**: high watermark − LSO of every `merchant-totals` partition, from `list_offsets` under "
-           "read_uncommitted and read_committed every 0.25 s.")
+    yield ("* **LSO lag**: high watermark − LSO of every `merchant-totals` partition, from `list_offsets` every "
+           "0.25 s, read_committed (the LSO) first, then read_uncommitted (the high watermark, never below it).")
     yield ("* **Reference lines** (same run, same records, same partitions): one idempotent confluent-kafka "
            "producer alone for the run's time, then one consumer alone reading it all back (the raw limit); "
            "the same producer with a transaction every commit interval, or every N records.")
@@ -336,9 +336,9 @@ def _long_transaction_section(results: dict, plots: dict[str, str]) -> Iterable[
     yield ""
     yield ("The pipeline runs under exactly_once (100 ms commits, 200 events/s). A separate producer "
            f"(`transaction.timeout.ms` = {scenarios[0]['scenario']['stall_timeout_ms']:,}) begins a transaction, "
-           "writes one record to partition 0 of `merchant-totals` and stalls. Kafka's TransactionsCommand "
-           "(from the broker's release) looks at it while it happens; in the `manual` run an operator then "
-           "aborts it with `kafka-transactions.sh abort`.")
+           "writes one record to partition 0 of `merchant-totals` and stalls. The project's own transaction "
+           "commands (`faust -A app transactions`, `hanging-transactions`, `lso`) look at it while it happens; "
+           "in the `manual` run an operator then aborts it with `faust -A app abort-transaction`.")
     yield ""
     yield "| run | stalled at | aborted by hand at | LSO cleared at | lag lasted | max lag | reader got from p0 / others while stalled |"
     yield "|---|---|---|---|---|---|---|"
@@ -356,10 +356,10 @@ def _long_transaction_section(results: dict, plots: dict[str, str]) -> Iterable[
         yield f"**{s['mode']}** sanity checks: " + ", ".join(
             f"{name.replace('_', ' ')}: {'yes' if ok else 'NO'}" for name, ok in s["sanity"].items() if ok is not None) + "."
         if s["cleared_after_abort_s"] is not None:
-            abort = next(c for c in s["commands"] if " abort " in c["command"])
+            abort = next(c for c in s["commands"] if _is_abort(c))
             before = s["lag_lasted_s"] < s["scenario"]["stall_timeout_ms"] / 1000
             yield (f"The LSO moved {s['cleared_after_abort_s']:.1f} s after the abort command started "
-                   f"(the command itself, mostly JVM start-up, took {abort.get('seconds', 0):.1f} s; LSO sampled "
+                   f"(the command itself took {abort.get('seconds', 0):.1f} s; LSO sampled "
                    f"every 0.25 s), {s['lag_lasted_s']:.1f} s after the stall: "
                    + ("before" if before else "NOT before") + " the stalled producer's own timeout could have aborted it.")
         elif s["cleared_at_s"] is not None:
@@ -367,21 +367,22 @@ def _long_transaction_section(results: dict, plots: dict[str, str]) -> Iterable[
                    f"{s['scenario']['stall_timeout_ms'] / 1000:g} s timeout plus up to 10 s until the broker's "
                    "next check for timed-out transactions (`transaction.abort.timed.out.transaction.cleanup.interval.ms`).")
         yield ""
-    yield "What Kafka's TransactionsCommand showed during the `manual` run (the `list` output is cut to open transactions):"
+    yield ("What the transaction commands showed during the `manual` run (the `transactions` output is cut to "
+           "transactions writing to `merchant-totals`):")
     yield ""
     manual = next((s for s in scenarios if s["mode"] == "manual"), scenarios[-1])
     for command in manual["commands"]:
-        output = command["output"]
-        if command["command"].endswith(" list"):
-            lines = output.splitlines()
-            output = "\n".join(lines[:1] + [line for line in lines[1:] if "Ongoing" in line])
-        yield f"```\n$ {command['command']}\n{output or '(no output)'}\n```"
+        yield f"```\n$ {command['command']}\n{command['output'] or '(no output)'}\n```"
     yield ""
-    yield ("`find-hanging` lists only transactions the coordinator no longer tracks, or older than the "
-           "maximum transaction timeout: a stalled producer whose coordinator still holds its transaction as "
-           "Ongoing is a *long* transaction, not a hanging one, so it is found with `describe-producers` "
-           "(the partition's open transaction and its start offset) and `describe` (how long it has been open).")
+    yield ("The stalled producer is still within its own transaction timeout, so its coordinator holds the "
+           "transaction as Ongoing: it is a *long* transaction, not a hanging one, and `hanging-transactions` "
+           "reports it only with `--blocking` (every open transaction holding back an LSO).")
     yield ""
+
+
+def _is_abort(command: dict) -> bool:
+    """The by-hand abort: ``abort-transaction`` (``kafka-transactions.sh ... abort`` in older results)."""
+    return "abort-transaction" in command["command"] or " abort " in command["command"]
 
 
 def _plots(results: dict, summary: dict, references: dict, plot_dir: Path) -> dict[str, str]:

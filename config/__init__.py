@@ -79,6 +79,11 @@ class Settings:
         return f"{self.topic_prefix}payments-dlq"
 
     @property
+    def replication_factor(self) -> int:
+        """Replicas of every topic the pipeline creates (its own topics, changelogs, repartitioning)."""
+        return 1
+
+    @property
     def exactly_once(self) -> bool:
         return self.processing_guarantee == "exactly_once"
 

@@ -30,7 +30,6 @@ import re
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -40,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from config import Settings, settings
+from kafka_ops.wire import KafkaWireError, answers_kafka, bootstrap_addresses
 
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 LOG4J2_VERSION = "2.25.5"  # the log4j 2 release Kafka 4.x itself depends on
@@ -69,8 +69,6 @@ JVM_FLAGS = (
 STOP_TIMEOUT_S = 60.0
 LOG_TAIL_LINES = 20
 POLL_INTERVAL_S = 0.25
-CLIENT_ID = b"faust-eos-tools-broker"
-API_VERSIONS, METADATA = 18, 3  # Kafka protocol API keys
 
 
 class BrokerError(Exception):
@@ -91,10 +89,6 @@ class Layout:
     @property
     def libs(self) -> Path:
         return self.home / "libs" / self.version
-
-    @property
-    def tools(self) -> Path:
-        return self.home / "tools" / self.version
 
     @property
     def conf(self) -> Path:
@@ -186,9 +180,8 @@ def _logging_jars(version: str) -> list[tuple[str, str, str]]:
     return [("org.slf4j", "slf4j-reload4j", SLF4J_VERSION), ("ch.qos.reload4j", "reload4j", RELOAD4J_VERSION)]
 
 
-def _pom(version: str, dependencies: list[tuple[str, str, str]] | None = None, name: str = "kafka-broker") -> str:
-    if dependencies is None:
-        dependencies = [("org.apache.kafka", "kafka_2.13", version), *_logging_jars(version)]
+def _pom(version: str) -> str:
+    dependencies = [("org.apache.kafka", "kafka_2.13", version), *_logging_jars(version)]
     entries = "\n".join(
         f"    <dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
         f"<version>{release}</version></dependency>"
@@ -198,7 +191,7 @@ def _pom(version: str, dependencies: list[tuple[str, str, str]] | None = None, n
   <!-- Throwaway pom written by tools/broker.py to download Kafka jars. -->
   <modelVersion>4.0.0</modelVersion>
   <groupId>local.faust-eos</groupId>
-  <artifactId>{name}-{version}</artifactId>
+  <artifactId>kafka-broker-{version}</artifactId>
   <version>1</version>
   <packaging>pom</packaging>
   <dependencies>
@@ -218,44 +211,28 @@ def _maven_error(output: str) -> str:
 def fetch(settings: Settings = settings) -> Path:
     """Download Kafka and its runtime jars once (reused afterwards); return their folder."""
     layout = Layout.of(settings)
-    _fetch_jars(settings.kafka_version, _pom(settings.kafka_version), layout.libs, layout.conf / "pom.xml")
-    return layout.libs
-
-
-def fetch_tools(settings: Settings = settings) -> Path:
-    """Download Kafka's command-line tools (``kafka-tools``, e.g. TransactionsCommand) once; return their folder.
-
-    Kept apart from the broker's jars so the broker's classpath stays as it is.
-    """
-    layout = Layout.of(settings)
-    version = settings.kafka_version
-    pom = _pom(version, [("org.apache.kafka", "kafka-tools", version)], name="kafka-tools")
-    _fetch_jars(f"{version} tools", pom, layout.tools, layout.conf / "tools-pom.xml")
-    return layout.tools
-
-
-def _fetch_jars(what: str, pom: str, libs: Path, pom_file: Path) -> None:
-    """Copy the runtime jars of ``pom`` into ``libs`` with Maven, unless done before."""
+    version, libs, pom_file = settings.kafka_version, layout.libs, layout.conf / "pom.xml"
     marker = libs / ".complete"
     if marker.exists():
-        return
+        return libs
     mvn = _require_tool("mvn", "install Maven 3.8 or newer (e.g. `apt-get install maven`) to fetch the Kafka jars")
-    _say(f"fetching Kafka {what} and its dependencies from Maven Central (first time only)...")
+    _say(f"fetching Kafka {version} and its dependencies from Maven Central (first time only)...")
     started = time.monotonic()
     shutil.rmtree(libs, ignore_errors=True)
     libs.mkdir(parents=True)
     pom_file.parent.mkdir(parents=True, exist_ok=True)
-    pom_file.write_text(pom)
+    pom_file.write_text(_pom(version))
     goal = [f"{DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={libs}"]
     # --update-snapshots also retries downloads that failed before (Maven caches failures).
     command = [mvn, "--batch-mode", "--quiet", "--update-snapshots", "-Dstyle.color=never", "-f", str(pom_file), *goal]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         shutil.rmtree(libs, ignore_errors=True)
-        raise BrokerError(f"could not fetch Kafka {what} from Maven Central: {_maven_error(result.stdout + result.stderr)}")
+        raise BrokerError(f"could not fetch Kafka {version} from Maven Central: {_maven_error(result.stdout + result.stderr)}")
     marker.write_text(f"fetched {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
     jars = len(list(libs.glob("*.jar")))
     _say(f"fetched {jars} jars into {libs} in {time.monotonic() - started:.1f} s")
+    return libs
 
 
 def pid(settings: Settings = settings) -> int | None:
@@ -472,80 +449,14 @@ def _start_lock(layout: Layout) -> Iterator[None]:
         yield
 
 
-# --- talking Kafka ---------------------------------------------------------
-
-
-class _ProtocolError(Exception):
-    """The peer did not answer like a ready Kafka broker."""
-
-
-def _read_exactly(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise _ProtocolError("connection closed")
-        data += chunk
-    return data
-
-
-def _call(sock: socket.socket, api_key: int, version: int, body: bytes) -> bytes:
-    """Send one request (non-flexible header v1) and return the response body."""
-    correlation_id = api_key
-    header = struct.pack(">hhih", api_key, version, correlation_id, len(CLIENT_ID)) + CLIENT_ID
-    sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
-    (size,) = struct.unpack(">i", _read_exactly(sock, 4))
-    if not 4 <= size <= 1 << 20:
-        raise _ProtocolError(f"implausible response size {size}")
-    response = _read_exactly(sock, size)
-    if struct.unpack_from(">i", response)[0] != correlation_id:
-        raise _ProtocolError("response does not match the request")
-    return response[4:]
-
-
-def _api_versions(sock: socket.socket) -> dict[int, tuple[int, int]]:
-    """ApiVersions v0: the (min, max) version the broker supports for each API."""
-    body = _call(sock, API_VERSIONS, 0, b"")
-    error_code, count = struct.unpack_from(">hi", body)
-    if error_code != 0:
-        raise _ProtocolError(f"ApiVersions failed with error code {error_code}")
-    return {key: (low, high) for key, low, high in struct.iter_unpack(">hhh", body[6 : 6 + 6 * count])}
-
-
-def _metadata_broker_count(sock: socket.socket, versions: dict[int, tuple[int, int]]) -> int:
-    """Metadata (v1 to v8 share one layout): how many live brokers the cluster lists."""
-    low, high = versions.get(METADATA, (0, -1))
-    version = min(high, 8)
-    if version < max(low, 1):
-        raise _ProtocolError("the broker supports no Metadata version from 1 to 8")
-    body = struct.pack(">i", 0)  # no topics: only the broker list is wanted
-    body += b"\0" * ((version >= 4) + 2 * (version >= 8))  # false for the flags of v4 and v8
-    response = _call(sock, METADATA, version, body)
-    count: int = struct.unpack_from(">i", response, 4 if version >= 3 else 0)[0]  # after throttle_time_ms (v3+)
-    return count
-
-
-def _answers_kafka(host: str, port: int) -> bool:
-    """True if ``host:port`` answers ApiVersions and its Metadata lists a broker."""
-    try:
-        with socket.create_connection((host, port), timeout=2.0) as sock:
-            sock.settimeout(5.0)
-            return _metadata_broker_count(sock, _api_versions(sock)) > 0
-    except (OSError, struct.error, _ProtocolError):
-        return False
-
-
-def _bootstrap_addresses(servers: str) -> list[tuple[str, int]]:
-    addresses = []
-    for entry in filter(None, (part.strip() for part in servers.split(","))):
-        host, _, port = entry.rpartition("://")[2].rpartition(":")
-        if not host or not port.isdigit():
-            raise BrokerError(f"KAFKA_BOOTSTRAP_SERVERS entry {entry!r} is not host:port")
-        addresses.append((host.strip("[]"), int(port)))
-    return addresses
-
-
 # --- waiting ---------------------------------------------------------------
+
+
+def _check_bootstrap_servers(servers: str) -> None:
+    try:
+        bootstrap_addresses(servers)
+    except KafkaWireError as error:
+        raise BrokerError(f"KAFKA_BOOTSTRAP_SERVERS={servers!r} is not valid: {error}") from None
 
 
 def _log_tail(layout: Layout, log_offset: int) -> str:
@@ -562,7 +473,7 @@ def _log_tail(layout: Layout, log_offset: int) -> str:
 def _wait_local(settings: Settings, pid: int, timeout: float, log_offset: int = 0) -> float:
     layout = Layout.of(settings)
     started = time.monotonic()
-    while not _answers_kafka("localhost", settings.broker_port):
+    while not answers_kafka(f"localhost:{settings.broker_port}"):
         if not _is_broker_process(pid):
             problem = f"the broker (pid {pid}) exited during start-up"
         elif time.monotonic() - started > timeout:
@@ -581,9 +492,9 @@ def _wait_local(settings: Settings, pid: int, timeout: float, log_offset: int = 
 
 
 def _wait_external(settings: Settings, timeout: float) -> float:
-    addresses = _bootstrap_addresses(settings.bootstrap_servers)
+    _check_bootstrap_servers(settings.bootstrap_servers)
     started = time.monotonic()
-    while not any(_answers_kafka(host, port) for host, port in addresses):
+    while not answers_kafka(settings.bootstrap_servers):
         if time.monotonic() - started > timeout:
             raise BrokerError(
                 f"no Kafka broker answered at KAFKA_BOOTSTRAP_SERVERS={settings.bootstrap_servers} "
@@ -708,9 +619,10 @@ def wipe(settings: Settings = settings) -> None:
 def is_running(settings: Settings = settings) -> bool:
     """True if the broker (local, or the external cluster) answers Kafka requests right now."""
     if not settings.use_local_broker:
-        return any(_answers_kafka(host, port) for host, port in _bootstrap_addresses(settings.bootstrap_servers))
+        _check_bootstrap_servers(settings.bootstrap_servers)
+        return answers_kafka(settings.bootstrap_servers)
     broker = _live_broker(Layout.of(settings))
-    return broker is not None and _answers_kafka("localhost", broker.port)
+    return broker is not None and answers_kafka(f"localhost:{broker.port}")
 
 
 # --- command line ----------------------------------------------------------
@@ -726,7 +638,7 @@ def _print_status(settings: Settings) -> None:
     if broker is None:
         _say(f"not running (would start Kafka {settings.kafka_version} on localhost:{settings.broker_port})")
         return
-    state = "running" if _answers_kafka("localhost", broker.port) else "starting or not answering"
+    state = "running" if answers_kafka(f"localhost:{broker.port}") else "starting or not answering"
     _say(f"{state}: Kafka {broker.version} on localhost:{broker.port}, pid {broker.pid}, log {layout.log_file}")
 
 

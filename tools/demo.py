@@ -12,10 +12,11 @@ import argparse
 import sys
 import time
 
+from app import loadgen
+from app.reconcile import summary
 import config
 from config import GUARANTEES, REPO_ROOT
-from tools import broker, loadgen
-from tools.reconcile import summary
+from tools import broker
 from tools.run import PipelineRun
 from tools.workers import Worker
 

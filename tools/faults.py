@@ -35,16 +35,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from confluent_kafka import Consumer, IsolationLevel, Producer, TopicPartition
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka import Consumer, Producer, TopicPartition
 
+from app.kafka import CLIENT_LOG, admin, producer_config
+from app.loadgen import LoadSpec
+from app.reconcile import SENTINEL_HEADER
 import config
 from config import GUARANTEES, REPO_ROOT, Settings
 from faust_eos.offsets import retrying
+from kafka_ops.offsets import READ_UNCOMMITTED, admin_end_offsets, read_offsets
 from tools import broker
-from tools.kafka import CLIENT_LOG, admin, producer_config
-from tools.loadgen import LoadSpec
-from tools.reconcile import SENTINEL_HEADER
 from tools.run import PipelineRun
 from tools.workers import Worker, wait_for
 
@@ -300,14 +300,10 @@ class FaultRun:
     def _no_open_transactions(self) -> bool:
         """LSO equals the high watermark on every output and changelog partition."""
         topics = [t for t in self.admin.list_topics(timeout=30).topics if self._is_pipeline_output(t)]
-        tps = [TopicPartition(t, p) for t in topics for p in range(self.plan.partitions)]
-
-        def ends(level: IsolationLevel) -> dict:
-            futures = self.admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, isolation_level=level)
-            return {(tp.topic, tp.partition): f.result(30).offset for tp, f in futures.items()}
-
+        partitions = [(t, p) for t in topics for p in range(self.plan.partitions)]
+        end_offsets = admin_end_offsets(self.admin, timeout_s=30)
         for _ in range(10):  # a commit in flight holds the LSO back for a moment
-            if ends(IsolationLevel.READ_COMMITTED) == ends(IsolationLevel.READ_UNCOMMITTED):
+            if all(o.lso_lag == 0 for o in read_offsets(end_offsets, partitions).values()):
                 return True
             time.sleep(1)
         return False
@@ -321,10 +317,10 @@ class FaultRun:
         positioned at the end must see exactly those sentinels and nothing else."""
         s = self.settings
         tps = [TopicPartition(t, p) for t in (s.totals_topic, s.windows_topic, s.dlq_topic) for p in range(self.plan.partitions)]
-        ends = self.admin.list_offsets({tp: OffsetSpec.latest() for tp in tps})
+        ends = admin_end_offsets(self.admin, timeout_s=30)(READ_UNCOMMITTED, [(tp.topic, tp.partition) for tp in tps])
         reader = Consumer({"bootstrap.servers": s.bootstrap_servers, "group.id": f"{s.app_id}-sentinel",
                            "isolation.level": "read_committed", "enable.auto.commit": False})
-        reader.assign([TopicPartition(tp.topic, tp.partition, f.result(30).offset) for tp, f in ends.items()])
+        reader.assign([TopicPartition(topic, partition, end) for (topic, partition), end in ends.items()])
         producer = Producer(producer_config(s, **{"transactional.id": f"{s.app_id}-sentinel"}))
         producer.init_transactions(30)
         producer.begin_transaction()

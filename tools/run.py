@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from app import loadgen
+from app.kafka import ensure_topics
+from app.reconcile import reconcile_until_settled
 import config
 from config import Settings
-from tools import loadgen
-from tools.kafka import ensure_topics
-from tools.reconcile import reconcile_until_settled
 from tools.workers import Worker, worker_env
 
 

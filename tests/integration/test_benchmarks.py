@@ -66,5 +66,5 @@ def test_stalled_transaction_pins_the_lso_until_aborted_by_hand(quick_run):
     assert sanity["cleared"] and scenario["cleared_at_s"] > scenario["aborted_at_s"] > scenario["stalled_at_s"]
     assert scenario["max_lag_records"] > 0
     abort = scenario["commands"][-1]
-    assert " abort " in abort["command"] and abort["exit_code"] == 0
+    assert "abort-transaction" in abort["command"] and abort["exit_code"] == 0
     assert scenario["counts"]["match"] and scenario["reconcile_ok"]

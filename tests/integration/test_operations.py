@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from tools.kafka import ensure_topics
-from tools.loadgen import LoadSpec
+from app.kafka import ensure_topics
+from app.loadgen import LoadSpec
 from tools.workers import Worker, wait_for
 
 DRAIN_S = 180  # bounds a hang on a shared machine; not a timing check

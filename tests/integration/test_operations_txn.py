@@ -17,9 +17,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
+from app.kafka import admin, committed_reader_config, producer_config
 import config
 from config import REPO_ROOT
-from tools.kafka import admin, committed_reader_config, producer_config
 from tools.workers import free_port
 
 pytestmark = pytest.mark.broker

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tools.loadgen import LoadSpec
+from app.loadgen import LoadSpec
 from tools.workers import wait_for
 
 GUARANTEES = ["exactly_once", "at_least_once"]

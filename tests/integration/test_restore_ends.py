@@ -14,8 +14,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 from faust.types import TP
 
+from app.kafka import admin, producer_config
 from faust_eos.offsets import FIRST_SEARCH_SPAN, CommittedOffsets
-from tools.kafka import admin, producer_config
 
 pytestmark = pytest.mark.broker
 

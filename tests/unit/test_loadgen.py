@@ -6,8 +6,8 @@ import pytest
 
 from agents.models import Payment
 from agents.validation import Reason, Rejection, parse_payment
+from app.loadgen import BAD_KINDS, LoadSpec, generate
 from config import load
-from tools.loadgen import BAD_KINDS, LoadSpec, generate
 
 DEFAULTS = load({})
 CLOCK = lambda: 1000.0  # noqa: E731 - generate stamps ts from the clock

@@ -1,6 +1,9 @@
-"""Checks of the settings against facts about the cluster, without a broker."""
-from app.preflight import ClusterFacts, problems
+"""Checks of the settings against facts about the cluster, and the topics a worker creates, without a broker."""
+import pytest
+
+from app.preflight import ClusterFacts, create_missing_topics, problems
 from config import load
+from kafka_ops.topics import TopicRefused
 
 SINGLE_NODE = ClusterFacts(max_transaction_timeout_ms=900_000, state_log_replication_factor=1, state_log_min_isr=1,
                            topic_partitions={}, state_topic_replication_factor=1, state_topic_min_isr=1)
@@ -53,3 +56,53 @@ def test_production_profile_without_a_transaction_state_topic_checks_the_broker_
 
 def test_production_profile_does_not_need_a_transaction_log_under_at_least_once():
     assert problems(load({"PROFILE": "production", "PROCESSING_GUARANTEE": "at_least_once"}), SINGLE_NODE) == []
+
+
+class FakeCluster:
+    """Creates topics like a cluster would, refusing those it is told to, and records what it was asked."""
+
+    def __init__(self, refuse: dict[str, str] | None = None) -> None:
+        self.refuse = refuse or {}
+        self.asked: list[tuple[list[str], int, int]] = []
+
+    def create(self, topics: list[str], partitions: int, replication_factor: int) -> list[TopicRefused]:
+        self.asked.append((list(topics), partitions, replication_factor))
+        return [TopicRefused(t, self.refuse[t], "Authorization failed.") for t in topics if t in self.refuse]
+
+
+PIPELINE = ["payments", "payments-by-merchant", "merchant-totals", "merchant-windows", "payments-dlq"]
+
+
+def test_every_pipeline_topic_the_cluster_lacks_is_created_with_the_pipelines_partitions_and_replication():
+    cluster = FakeCluster()
+    lines = create_missing_topics(load({"PARTITIONS": "4"}), {"payments", "merchant-totals", "other"}, cluster.create)
+    assert lines == []
+    assert cluster.asked == [(["payments-by-merchant", "merchant-windows", "payments-dlq"], 4, 1)]
+
+
+def test_topic_names_follow_the_topic_prefix():
+    cluster = FakeCluster()
+    create_missing_topics(load({"TOPIC_PREFIX": "staging-"}), set(), cluster.create)
+    assert cluster.asked[0][0] == [f"staging-{topic}" for topic in PIPELINE]
+
+
+def test_nothing_is_created_when_every_topic_exists():
+    cluster = FakeCluster()
+    assert create_missing_topics(load({}), set(PIPELINE), cluster.create) == [] and cluster.asked == []
+
+
+@pytest.mark.parametrize("error", ["TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED", "POLICY_VIOLATION",
+                                   "INVALID_REPLICATION_FACTOR"])
+def test_a_refused_topic_is_one_line_naming_it_and_the_fix(error):
+    cluster = FakeCluster(refuse={"merchant-windows": error})
+    [line] = create_missing_topics(load({"PARTITIONS": "4"}), {"payments"}, cluster.create)
+    assert line == (f"topic 'merchant-windows' is missing and the cluster refused to create it ({error}: "
+                    "Authorization failed.): create it with 4 partitions (replication factor 1), "
+                    "or grant this client Create on the cluster")
+
+
+def test_each_refused_topic_has_its_own_line():
+    cluster = FakeCluster(refuse={"merchant-windows": "TOPIC_AUTHORIZATION_FAILED",
+                                  "payments-dlq": "TOPIC_AUTHORIZATION_FAILED"})
+    lines = create_missing_topics(load({}), set(), cluster.create)
+    assert [line.split(" is missing")[0] for line in lines] == ["topic 'merchant-windows'", "topic 'payments-dlq'"]

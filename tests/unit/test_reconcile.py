@@ -4,8 +4,8 @@ import json
 import pytest
 
 from agents.validation import Reason
+from app.reconcile import Expectation, Problems, Rec, check_dead_letters, check_update_stream, compare_finals, expect
 from config import load
-from tools.reconcile import Expectation, Problems, Rec, check_dead_letters, check_update_stream, compare_finals, expect
 
 SETTINGS = load({})
 

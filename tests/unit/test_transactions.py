@@ -1,20 +1,18 @@
 """Transaction operations without a broker: response parsing, request layout, hanging rules, rows."""
 import pytest
 
-from tools.kafka_wire import NO_TAGS, Reader, compact_array, compact_string, int16, int32, int64
-from tools.transactions import (
-    PartitionOffsets,
+from kafka_ops.offsets import PartitionOffsets
+from kafka_ops.wire import NO_TAGS, Reader, compact_array, compact_string, int16, int32, int64
+from kafka_ops.transaction_requests import (
     PartitionProducer,
     Transaction,
-    hanging_reasons,
-    lso_rows,
     parse_describe_producers,
     parse_describe_transactions,
     parse_list_transactions,
     parse_write_txn_markers,
-    transaction_rows,
     write_abort_markers_body,
 )
+from kafka_ops.transactions import hanging_reasons, lso_rows, transaction_rows
 
 NOW_MS = 1_000_000
 
@@ -116,7 +114,3 @@ def test_transaction_rows_show_age_and_partitions():
         ("tid", "7", "1", "Ongoing", "5.0 s", "60 s", "t-0"),
         ("idle", "9", "4", "CompleteCommit", "-", "30 s", "-"),
     ]
-
-
-def test_lso_lag_is_high_watermark_minus_lso():
-    assert PartitionOffsets("t", 0, 120, 100).lso_lag == 20

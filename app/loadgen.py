@@ -21,8 +21,8 @@ from typing import Callable, Iterator, NamedTuple
 
 from confluent_kafka import Producer
 
+from app.kafka import ensure_topics, producer_config
 from config import Settings
-from tools.kafka import ensure_topics, producer_config
 
 BAD_KINDS = ("not_json", "missing_field", "wrong_type", "negative_amount", "absurd_amount", "oversized", "conflict")
 

@@ -1,9 +1,14 @@
-"""The protocol primitives: what is encoded reads back the same; bad addresses are refused."""
+"""The protocol primitives: what is encoded reads back the same; bad addresses are refused;
+only a Kafka broker answers Kafka."""
+import socket
+import threading
+
 import pytest
 
-from tools.kafka_wire import (
+from kafka_ops.wire import (
     KafkaWireError,
     Reader,
+    answers_kafka,
     bootstrap_addresses,
     compact_array,
     compact_string,
@@ -55,3 +60,23 @@ def test_bootstrap_addresses_accept_lists_and_listener_prefixes():
 def test_bad_bootstrap_addresses_are_refused(servers):
     with pytest.raises(KafkaWireError):
         bootstrap_addresses(servers)
+
+
+def test_a_port_nobody_listens_on_does_not_answer_kafka():
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    assert not answers_kafka(f"127.0.0.1:{port}", timeout_s=1.0)
+
+
+def test_a_peer_speaking_another_protocol_does_not_answer_kafka():
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        def answer_like_a_web_server() -> None:
+            connection, _ = server.accept()
+            with connection:
+                connection.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+        thread = threading.Thread(target=answer_like_a_web_server, daemon=True)
+        thread.start()
+        assert not answers_kafka(f"127.0.0.1:{server.getsockname()[1]}", timeout_s=5.0)
+        thread.join()

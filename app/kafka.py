@@ -1,22 +1,21 @@
-"""Small confluent-kafka helpers shared by the tools: topics and clients."""
+"""The pipeline's confluent-kafka helpers, from its settings: clients and topics."""
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from config import Settings
+from kafka_ops.topics import create_topics, partition_counts
 
-
-# librdkafka's own log lines (connection errors and the like) from the tools' clients;
+# librdkafka's own log lines (connection errors and the like) from these clients;
 # the fault harness silences it, since restarting the broker is what it does.
 CLIENT_LOG = logging.getLogger("faust_eos.kafka_client")
 
 
 class TopicError(RuntimeError):
-    """A topic exists with a layout the pipeline cannot use."""
+    """A topic exists with a layout the pipeline cannot use, or the cluster would not create it."""
 
 
 def admin(settings: Settings) -> AdminClient:
@@ -24,27 +23,25 @@ def admin(settings: Settings) -> AdminClient:
 
 
 def pipeline_topics(settings: Settings) -> list[str]:
+    """The pipeline's input and output topics."""
     return [settings.input_topic, *settings.output_topics]
 
 
 def ensure_topics(settings: Settings, topics: list[str] | None = None) -> None:
-    """Create the pipeline's topics with ``settings.partitions`` partitions, if missing."""
+    """Create ``topics`` (default: the pipeline's) with the pipeline's partitions and replication, if missing."""
     topics = topics or pipeline_topics(settings)
     client = admin(settings)
-    existing = client.list_topics(timeout=30).topics
-    missing = [NewTopic(t, num_partitions=settings.partitions, replication_factor=1) for t in topics if t not in existing]
-    for topic in topics:
-        if topic in existing and len(existing[topic].partitions) != settings.partitions:
+    existing = partition_counts(client, topics)
+    for topic, count in sorted(existing.items()):
+        if count != settings.partitions:
             raise TopicError(
-                f"topic {topic!r} has {len(existing[topic].partitions)} partitions, PARTITIONS="
-                f"{settings.partitions}: set PARTITIONS to match or delete the topic"
+                f"topic {topic!r} has {count} partitions, PARTITIONS={settings.partitions}: "
+                "set PARTITIONS to match or delete the topic"
             )
-    for topic, future in (client.create_topics(missing, operation_timeout=30) if missing else {}).items():
-        try:
-            future.result()
-        except KafkaException as exc:
-            if exc.args[0].code() != exc.args[0].TOPIC_ALREADY_EXISTS:
-                raise
+    missing = [t for t in topics if t not in existing]
+    refused = create_topics(client, missing, settings.partitions, settings.replication_factor)
+    if refused:
+        raise TopicError("; ".join(f"cannot create topic {r.topic!r}: {r.reason}" for r in refused))
 
 
 def producer_config(settings: Settings, **extra: Any) -> dict[str, Any]:

@@ -1,10 +1,11 @@
-"""A small blocking Kafka protocol client for the admin requests Python clients lack.
+"""The project's one Kafka protocol client: a small blocking one, standard library only.
 
-confluent-kafka and aiokafka have no ListTransactions, DescribeTransactions,
-DescribeProducers or WriteTxnMarkers; this module encodes those requests (and
-FindCoordinator and Metadata, to route them) and decodes their responses. Every
-request used here is a "flexible" version: compact strings and arrays, and
-tagged fields (always sent empty, skipped when read).
+It speaks what the Python clients lack or cannot be used for: ListTransactions,
+DescribeTransactions, DescribeProducers and WriteTxnMarkers (and FindCoordinator
+and Metadata, to route them), and it tells whether a broker answers at all
+(:func:`answers_kafka`, for the broker script, which runs before the virtualenv
+has packages). Every request after ApiVersions is a "flexible" version: compact
+strings and arrays, and tagged fields (always sent empty, skipped when read).
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import struct
 from dataclasses import dataclass
 from typing import Callable, Iterator, TypeVar
 
-CLIENT_ID = b"faust-eos-transactions"
+CLIENT_ID = b"faust-eos-ops"
+MAX_RESPONSE_BYTES = 64 << 20  # a larger size means the peer is not speaking Kafka
 
 API_VERSIONS = 18
 METADATA = 3
@@ -209,6 +211,8 @@ class Connection:
         try:
             self.sock.sendall(int32(len(header) + len(body)) + header + body)
             (size,) = struct.unpack(">i", self._read(4))
+            if not 4 <= size <= MAX_RESPONSE_BYTES:
+                raise KafkaWireError(f"{self.address} answered with an implausible size {size}: is it a Kafka broker?")
             response = self._read(size)
         except OSError as exc:
             raise KafkaWireError(f"lost the connection to Kafka at {self.address}: {exc}") from None
@@ -278,7 +282,11 @@ class Cluster:
         self.timeout_s = timeout_s
         self._connections: dict[int, Connection] = {}
         self.bootstrap = self._connect_any(bootstrap_addresses(bootstrap_servers))
-        self.nodes = self._brokers()
+        try:
+            self.nodes = self._brokers()
+        except BaseException:
+            self.bootstrap.close()
+            raise
 
     def __enter__(self) -> Cluster:
         return self
@@ -334,3 +342,12 @@ class Cluster:
     def each_broker(self) -> Iterator[tuple[int, Connection]]:
         for node_id in sorted(self.nodes):
             yield node_id, self.connection(node_id)
+
+
+def answers_kafka(bootstrap_servers: str, timeout_s: float = 5.0) -> bool:
+    """True if a broker of ``bootstrap_servers`` answers ApiVersions and Metadata lists a live broker."""
+    try:
+        with Cluster(bootstrap_servers, timeout_s=timeout_s) as cluster:
+            return bool(cluster.nodes)
+    except (KafkaWireError, struct.error, IndexError, UnicodeDecodeError):  # the last three: a peer not speaking Kafka
+        return False

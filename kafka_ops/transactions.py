@@ -2,8 +2,9 @@
 
 Behind the ``faust -A app transactions|hanging-transactions|abort-transaction|lso``
 commands. The Kafka requests confluent-kafka lacks are spoken directly
-(:mod:`tools.kafka_wire`); offsets and fencing go through confluent-kafka. Nothing
-here needs Java or the broker jars, only a reachable cluster.
+(:mod:`kafka_ops.transaction_requests` on :mod:`kafka_ops.wire`); offsets
+(:mod:`kafka_ops.offsets`) and fencing go through confluent-kafka. Nothing here
+needs Java or the broker jars, only a reachable cluster.
 
 Words used: a transaction is *open* while its coordinator has it Ongoing or is
 writing its commit or abort markers; a partition's *LSO* (last stable offset) is
@@ -18,90 +19,40 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from confluent_kafka import IsolationLevel, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient
 
-from tools.kafka_wire import (
+from kafka_ops.offsets import PartitionKey, PartitionOffsets, admin_end_offsets, read_offsets
+from kafka_ops.transaction_requests import (
+    OPEN_STATES,
+    PartitionProducer,
+    Transaction,
+    TransactionToolError,
+    describe_producers_body,
+    describe_transactions_body,
+    find_coordinators_body,
+    list_transactions_body,
+    parse_describe_producers,
+    parse_describe_transactions,
+    parse_find_coordinators,
+    parse_list_transactions,
+    parse_write_txn_markers,
+    write_abort_markers_body,
+)
+from kafka_ops.wire import (
     DESCRIBE_PRODUCERS,
     DESCRIBE_TRANSACTIONS,
     FIND_COORDINATOR,
     LIST_TRANSACTIONS,
-    NO_TAGS,
     WRITE_TXN_MARKERS,
     Cluster,
     KafkaWireError,
-    Reader,
-    compact_array,
-    compact_string,
     error_name,
-    int8,
-    int16,
-    int32,
-    int64,
 )
 
-OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
-TRANSACTION_KEY = 1  # FindCoordinator key type of a transactional id
 COORDINATOR_RETRIES = 20
 RETRIABLE = {14, 15, 51}  # coordinator loading / not available, concurrent transactions
-
-
-class TransactionToolError(RuntimeError):
-    """An operation could not be done; the message is one line for the operator."""
-
-
-TopicPartitionKey = tuple[str, int]
-
-
-@dataclass(frozen=True)
-class Transaction:
-    """A transactional id as its coordinator describes it."""
-
-    transactional_id: str
-    state: str
-    producer_id: int
-    producer_epoch: int
-    timeout_ms: int
-    start_time_ms: int  # -1 when no transaction is open
-    partitions: tuple[TopicPartitionKey, ...]
-
-    @property
-    def open(self) -> bool:
-        return self.state in OPEN_STATES
-
-    def age_s(self, now_ms: int) -> Optional[float]:
-        """Seconds the open transaction has been open; None when none is."""
-        return (now_ms - self.start_time_ms) / 1000 if self.open and self.start_time_ms >= 0 else None
-
-
-@dataclass(frozen=True)
-class PartitionProducer:
-    """A producer a partition's leader knows, with its open transaction if any."""
-
-    topic: str
-    partition: int
-    producer_id: int
-    producer_epoch: int
-    coordinator_epoch: int
-    txn_start_offset: int  # -1: no open transaction on this partition
-    last_timestamp_ms: int
-
-    @property
-    def in_transaction(self) -> bool:
-        return self.txn_start_offset >= 0
-
-
-@dataclass(frozen=True)
-class PartitionOffsets:
-    topic: str
-    partition: int
-    high_watermark: int
-    last_stable_offset: int
-
-    @property
-    def lso_lag(self) -> int:
-        """Records read_committed readers cannot see yet: high watermark - LSO."""
-        return self.high_watermark - self.last_stable_offset
+OFFSETS_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -113,161 +64,6 @@ class HangingTransaction:
     reasons: tuple[str, ...]
     blocks_lso: bool
     lso_lag: int
-
-
-# --- requests ----------------------------------------------------------------
-
-
-def list_transactions_body(states: Iterable[str]) -> bytes:
-    """ListTransactions v0: state filters, no producer id filter."""
-    return compact_array(list(states), compact_string) + compact_array([], int64) + NO_TAGS
-
-
-def parse_list_transactions(reader: Reader) -> list[tuple[str, int, str]]:
-    """(transactional id, producer id, state) of each listed transaction."""
-    reader.int32()  # throttle_time_ms
-    error = reader.int16()
-    if error:
-        raise TransactionToolError(f"ListTransactions failed: {error_name(error)}")
-    reader.compact_array(reader.compact_string)  # unknown state filters
-
-    def entry() -> tuple[str, int, str]:
-        transactional_id, producer_id, state = reader.compact_string(), reader.int64(), reader.compact_string()
-        reader.tags()
-        return transactional_id or "", producer_id, state or ""
-
-    entries = reader.compact_array(entry)
-    reader.tags()
-    return entries
-
-
-def find_coordinators_body(transactional_ids: list[str]) -> bytes:
-    """FindCoordinator v4+: one batch of transactional ids."""
-    return int8(TRANSACTION_KEY) + compact_array(transactional_ids, compact_string) + NO_TAGS
-
-
-def parse_find_coordinators(reader: Reader) -> dict[str, tuple[int, int]]:
-    """transactional id -> (coordinator node id, error code)."""
-    reader.int32()  # throttle_time_ms
-
-    def coordinator() -> tuple[str, int, int]:
-        key = reader.compact_string() or ""
-        node_id = reader.int32()
-        reader.compact_string()  # host
-        reader.int32()  # port
-        error = reader.int16()
-        reader.compact_string()  # error message
-        reader.tags()
-        return key, node_id, error
-
-    found = {key: (node_id, error) for key, node_id, error in reader.compact_array(coordinator)}
-    reader.tags()
-    return found
-
-
-def describe_transactions_body(transactional_ids: list[str]) -> bytes:
-    return compact_array(transactional_ids, compact_string) + NO_TAGS
-
-
-def parse_describe_transactions(reader: Reader) -> list[tuple[int, Transaction]]:
-    """(error code, transaction) for each transactional id asked about."""
-    reader.int32()  # throttle_time_ms
-
-    def topic() -> list[TopicPartitionKey]:
-        name = reader.compact_string() or ""
-        partitions = reader.compact_array(reader.int32)
-        reader.tags()
-        return [(name, p) for p in partitions]
-
-    def state() -> tuple[int, Transaction]:
-        error = reader.int16()
-        transactional_id = reader.compact_string() or ""
-        txn_state = reader.compact_string() or ""
-        timeout_ms, start_ms = reader.int32(), reader.int64()
-        producer_id, producer_epoch = reader.int64(), reader.int16()
-        partitions = tuple(sorted(tp for tps in reader.compact_array(topic) for tp in tps))
-        reader.tags()
-        return error, Transaction(transactional_id, txn_state, producer_id, producer_epoch, timeout_ms, start_ms,
-                                  partitions)
-
-    states = reader.compact_array(state)
-    reader.tags()
-    return states
-
-
-def describe_producers_body(partitions: dict[str, list[int]]) -> bytes:
-    def topic(item: tuple[str, list[int]]) -> bytes:
-        return compact_string(item[0]) + compact_array(item[1], int32) + NO_TAGS
-
-    return compact_array(sorted(partitions.items()), topic) + NO_TAGS
-
-
-def parse_describe_producers(reader: Reader) -> tuple[list[PartitionProducer], dict[TopicPartitionKey, str]]:
-    """The producers of each partition, and the partitions that answered with an error."""
-    reader.int32()  # throttle_time_ms
-    producers: list[PartitionProducer] = []
-    errors: dict[TopicPartitionKey, str] = {}
-
-    def topic() -> None:
-        name = reader.compact_string() or ""
-
-        def partition() -> None:
-            index, error = reader.int32(), reader.int16()
-            message = reader.compact_string()
-
-            def producer() -> None:
-                producer_id, producer_epoch = reader.int64(), reader.int32()
-                reader.int32()  # last_sequence
-                last_timestamp_ms, coordinator_epoch, txn_start_offset = reader.int64(), reader.int32(), reader.int64()
-                reader.tags()
-                producers.append(PartitionProducer(name, index, producer_id, producer_epoch, coordinator_epoch,
-                                                   txn_start_offset, last_timestamp_ms))
-
-            reader.compact_array(producer)
-            reader.tags()
-            if error:
-                errors[(name, index)] = message or error_name(error)
-
-        reader.compact_array(partition)
-        reader.tags()
-
-    reader.compact_array(topic)
-    reader.tags()
-    return producers, errors
-
-
-def write_abort_markers_body(producer: PartitionProducer) -> bytes:
-    """WriteTxnMarkers v1: one abort marker for ``producer`` on its partition."""
-    topic = compact_string(producer.topic) + compact_array([producer.partition], int32) + NO_TAGS
-    marker = (int64(producer.producer_id) + int16(producer.producer_epoch) + int8(0)  # transaction_result: abort
-              + compact_array([topic], lambda t: t) + int32(max(producer.coordinator_epoch, 0)) + NO_TAGS)
-    return compact_array([marker], lambda m: m) + NO_TAGS
-
-
-def parse_write_txn_markers(reader: Reader) -> dict[TopicPartitionKey, int]:
-    """partition -> error code of the marker written there."""
-    results: dict[TopicPartitionKey, int] = {}
-
-    def marker() -> None:
-        reader.int64()  # producer_id
-
-        def topic() -> None:
-            name = reader.compact_string() or ""
-
-            def partition() -> None:
-                index, error = reader.int32(), reader.int16()
-                reader.tags()
-                results[(name, index)] = error
-
-            reader.compact_array(partition)
-            reader.tags()
-
-        reader.compact_array(topic)
-        reader.tags()
-
-    reader.compact_array(marker)
-    reader.tags()
-    return results
 
 
 # --- operations ----------------------------------------------------------------
@@ -338,7 +134,7 @@ def list_transactions(cluster: Cluster, *, include_closed: bool = False) -> list
     return sorted(described.values(), key=lambda t: (t.start_time_ms < 0, t.start_time_ms, t.transactional_id))
 
 
-def topic_leaders(admin: AdminClient, topics: Optional[list[str]]) -> dict[TopicPartitionKey, int]:
+def topic_leaders(admin: AdminClient, topics: Optional[list[str]]) -> dict[PartitionKey, int]:
     """(topic, partition) -> leader node id, for ``topics`` (None: every non-internal topic)."""
     try:
         metadata = admin.list_topics(timeout=10)
@@ -352,7 +148,7 @@ def topic_leaders(admin: AdminClient, topics: Optional[list[str]]) -> dict[Topic
     return {(topic, p.id): p.leader for topic in topics for p in metadata.topics[topic].partitions.values()}
 
 
-def describe_producers(cluster: Cluster, leaders: dict[TopicPartitionKey, int]) -> list[PartitionProducer]:
+def describe_producers(cluster: Cluster, leaders: dict[PartitionKey, int]) -> list[PartitionProducer]:
     """Every producer each partition's leader knows (with its open transaction, if any)."""
     by_node: dict[int, dict[str, list[int]]] = {}
     for (topic, partition), node_id in leaders.items():
@@ -368,22 +164,12 @@ def describe_producers(cluster: Cluster, leaders: dict[TopicPartitionKey, int]) 
     return sorted(producers, key=lambda p: (p.topic, p.partition, p.producer_id))
 
 
-def partition_offsets(admin: AdminClient, partitions: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, PartitionOffsets]:
-    """High watermark and last stable offset of each partition."""
-    partitions = sorted(set(partitions))
-    if not partitions:
-        return {}
-
-    def latest(isolation: IsolationLevel) -> dict[TopicPartitionKey, int]:
-        request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}
-        futures = admin.list_offsets(request, isolation_level=isolation, request_timeout=30)
-        try:
-            return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
-        except KafkaException as exc:
-            raise TransactionToolError(f"cannot read offsets: {exc.args[0].str()}") from None
-
-    committed, uncommitted = latest(IsolationLevel.READ_COMMITTED), latest(IsolationLevel.READ_UNCOMMITTED)
-    return {tp: PartitionOffsets(tp[0], tp[1], uncommitted[tp], committed[tp]) for tp in partitions}
+def partition_offsets(admin: AdminClient, partitions: Iterable[PartitionKey]) -> dict[PartitionKey, PartitionOffsets]:
+    """High watermark and last stable offset of each partition (:func:`kafka_ops.offsets.read_offsets`)."""
+    try:
+        return read_offsets(admin_end_offsets(admin, OFFSETS_TIMEOUT_S), partitions)
+    except KafkaException as exc:
+        raise TransactionToolError(f"cannot read offsets: {exc.args[0].str()}") from None
 
 
 def hanging_reasons(producer: PartitionProducer, transaction: Optional[Transaction], now_ms: int,
@@ -494,6 +280,12 @@ def abort_on_partition(cluster: Cluster, admin: AdminClient, topic: str, partiti
     return producer
 
 
+def abort_marker_written(producer: PartitionProducer) -> str:
+    """What :func:`abort_on_partition` did, in one line for the operator."""
+    return (f"wrote an abort marker for producer {producer.producer_id} on {producer.topic}-{producer.partition} "
+            f"(transaction from offset {producer.txn_start_offset})")
+
+
 def connect(bootstrap_servers: str) -> tuple[Cluster, AdminClient]:
     """A protocol connection and an admin client; an unreachable cluster raises one line."""
     try:
@@ -510,7 +302,7 @@ def _age(seconds: Optional[float]) -> str:
     return "-" if seconds is None else f"{seconds:.1f} s"
 
 
-def _partitions(partitions: Iterable[TopicPartitionKey]) -> str:
+def _partitions(partitions: Iterable[PartitionKey]) -> str:
     return " ".join(f"{topic}-{partition}" for topic, partition in partitions) or "-"
 
 
@@ -549,3 +341,9 @@ def lso_rows(offsets: list[PartitionOffsets], producers: list[PartitionProducer]
         rows.append((f"{o.topic}-{o.partition}", str(o.high_watermark), str(o.last_stable_offset), str(o.lso_lag),
                      f"producer {holder}" if holder is not None else "-"))
     return rows
+
+
+def lso_table(cluster: Cluster, admin: AdminClient, topics: list[str]) -> list[tuple[str, ...]]:
+    """The rows of :data:`LSO_HEADERS` for every partition of ``topics``."""
+    leaders = topic_leaders(admin, topics)
+    return lso_rows(list(partition_offsets(admin, leaders).values()), describe_producers(cluster, leaders))
