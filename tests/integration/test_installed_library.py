@@ -24,8 +24,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
 from config import REPO_ROOT
-from tools.kafka import admin, producer_config
-from tools.reconcile import read_committed
+from app.kafka import admin, producer_config
+from app.reconcile import read_committed
 from tools.workers import free_port, wait_for
 
 CONFIG_PY = '''
