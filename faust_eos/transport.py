@@ -64,8 +64,28 @@ CLEAN_SHUTDOWN_MARKER = ".eos-clean-shutdown"
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 
 
-class SendOutsideEvent(RuntimeError):
-    """A record was sent under exactly-once in a way that cannot be committed."""
+class SendNotCommittable(RuntimeError):
+    """A record was sent, or waited for, in a way exactly-once cannot commit."""
+
+
+class CommitFuture(asyncio.Future):
+    """Resolves with a record's metadata once its transaction commits.
+
+    Awaited while the agent still processes the event that sent the record, it
+    would wait for ever (the commit waits for that event to finish): that raises
+    :class:`SendNotCommittable` instead.
+    """
+
+    def __init__(self, *, loop: asyncio.AbstractEventLoop, sent_in: Any) -> None:
+        super().__init__(loop=loop)
+        self._sent_in = sent_in
+
+    def __await__(self) -> Any:
+        if not self.done() and self._sent_in is not None and current_event() is self._sent_in:
+            raise wait_inside_event_refused()
+        return super().__await__()
+
+    __iter__ = __await__
 
 
 class StoreCannotExpire(RuntimeError):
@@ -74,6 +94,14 @@ class StoreCannotExpire(RuntimeError):
 
 class MissingTopic(RuntimeError):
     """Records are sent to a topic the cluster lacks, and this app may not create it."""
+
+
+def wait_inside_event_refused() -> SendNotCommittable:
+    return SendNotCommittable(
+        "waiting for a record sent while an agent processes an event (send_and_wait, or awaiting send()'s "
+        "future) would wait for the commit that waits for that event to finish: under exactly_once send() "
+        "and go on; its future resolves when the transaction commits"
+    )
 
 
 class TransactionManager(FaustTransactionManager):
@@ -131,7 +159,7 @@ class TransactionManager(FaustTransactionManager):
         transactional_id: Optional[str] = None,
     ) -> Awaitable[RecordMetadata]:
         """Stage a record; the returned future resolves when its transaction commits."""
-        future: asyncio.Future = self.loop.create_future()
+        future = CommitFuture(loop=self.loop, sent_in=current_event())
 
         def committed(metadata: RecordMetadata) -> None:
             future.set_result(metadata)
@@ -152,11 +180,7 @@ class TransactionManager(FaustTransactionManager):
     ) -> RecordMetadata:
         """Outside an event: commit the record now and return its metadata. Inside one: refused."""
         if current_event() is not None:
-            raise SendOutsideEvent(
-                f"send_and_wait() for {topic!r} inside an agent would wait for the commit that waits "
-                "for this event to finish: under exactly_once use send(), whose future resolves when "
-                "the transaction commits (or a callback)"
-            )
+            raise wait_inside_event_refused()
         self._note_topic(topic)
         await self._declare_new_topics()
         return await self.outside.send_and_wait(_record(topic, key, value, partition, timestamp, headers, UNBOUND))
@@ -190,8 +214,7 @@ class TransactionManager(FaustTransactionManager):
         event (a timer, a web view): in this worker's own next transaction
         (:mod:`faust_eos.outside`).
         """
-        if topic not in self._topics_seen:
-            self._note_topic(topic)
+        self._note_topic(topic)
         event = current_event()
         changelog = (topic, partition) if topic in self.app.tables.changelog_topics else None
         if event is not None:
@@ -210,7 +233,7 @@ class TransactionManager(FaustTransactionManager):
         tp = self._changelog_sources.get(changelog)
         if tp is None:
             topic, partition = changelog
-            raise SendOutsideEvent(
+            raise SendNotCommittable(
                 f"a write to {topic}[{partition}] outside any event, before any event of this worker "
                 "wrote that table partition: under exactly_once a table write commits with the input "
                 "partition that writes the table"
@@ -218,6 +241,8 @@ class TransactionManager(FaustTransactionManager):
         return Source(tp.topic, tp.partition, UNBOUND)
 
     def _note_topic(self, topic: str) -> None:
+        if topic in self._topics_seen:
+            return
         self._topics_seen.add(topic)
         if topic not in self.app.tables.changelog_topics:  # Faust creates changelogs itself
             self._topics_to_declare.add(topic)
@@ -704,13 +729,34 @@ def _offsets_text(offsets: Mapping[TP, Optional[int]]) -> str:
 
 
 class Producer(faust_aiokafka.Producer):
-    """Faust's producer; under exactly-once, buffered sends are staged too."""
+    """Faust's producer; under exactly-once every send goes through the transactions.
+
+    Faust's topics already send through the transaction manager under
+    exactly-once; this covers the rest: buffered sends (table changelog writes)
+    and code that calls ``app.producer`` itself.
+    """
 
     def send_soon(self, fut: FutureMessage) -> None:
         if self.app.in_transaction:
             self.app.consumer.transactions.stage_future_message(fut)
         else:
             super().send_soon(fut)
+
+    async def send(self, topic: str, key: Any, value: Any, partition: Optional[int], timestamp: Optional[float],
+                   headers: Any, *, transactional_id: Optional[str] = None) -> Awaitable[RecordMetadata]:
+        if self.app.in_transaction:
+            return await self.app.consumer.transactions.send(topic, key, value, partition, timestamp, headers)
+        return await super().send(topic, key, value, partition, timestamp, headers,
+                                  transactional_id=transactional_id)
+
+    async def send_and_wait(self, topic: str, key: Any, value: Any, partition: Optional[int],
+                            timestamp: Optional[float], headers: Any, *,
+                            transactional_id: Optional[str] = None) -> RecordMetadata:
+        if self.app.in_transaction:
+            return await self.app.consumer.transactions.send_and_wait(topic, key, value, partition, timestamp,
+                                                                      headers)
+        return await super().send_and_wait(topic, key, value, partition, timestamp, headers,
+                                           transactional_id=transactional_id)
 
 
 class Transport(faust_aiokafka.Transport):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -102,8 +103,12 @@ RATE = 40.0  # the load spans 75 s: windows expire while it runs, after the cras
 def fresh_venv(tmp_path_factory) -> Path:
     """A new virtualenv holding the faust_eos wheel and its dependencies, and nothing of this repository."""
     root = tmp_path_factory.mktemp("installed")
-    dist = root / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(REPO_ROOT)],
+    source, dist = root / "source", root / "dist"
+    # built from a copy of what the wheel is made of, so no build output lands in the repository
+    shutil.copytree(REPO_ROOT / "faust_eos", source / "faust_eos", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO_ROOT / name, source / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(source)],
                    check=True, timeout=600)
     wheels = list(dist.glob("faust_eos-*.whl"))
     assert len(wheels) == 1, wheels
