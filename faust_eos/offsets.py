@@ -1,4 +1,4 @@
-"""Offsets as exactly-once needs them: stable committed offsets, and where restores end.
+"""Offsets as exactly-once needs them: stable committed offsets, and where restores end (and which topics exist).
 
 A committed offset still pending in a transaction (its commit markers not yet
 written) is exactly the one that matters on a hand-over, and aiokafka cannot
@@ -92,6 +92,21 @@ class CommittedOffsets:
         with self._in_use:
             committed = retrying(ask, timeout_s)
         return {tp: (offset if (offset := committed[(tp.topic, tp.partition)]) >= 0 else None) for tp in tps}
+
+    def topic_exists(self, topic: str, timeout_s: float = 30.0) -> bool:
+        """Whether the cluster has ``topic``."""
+
+        def ask() -> bool:
+            self._raise_if_closing()
+            metadata = self._consumer.list_topics(topic, timeout=10).topics.get(topic)
+            if metadata is None or metadata.error is None:
+                return metadata is not None
+            if metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return False
+            raise KafkaException(metadata.error)
+
+        with self._in_use:
+            return retrying(ask, timeout_s)
 
     def restore_ends(self, tps: Iterable[Any], timeout_s: float = 60.0) -> dict[Any, int]:
         """For each of ``tps``: the offset just past its last committed record.

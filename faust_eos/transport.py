@@ -249,18 +249,25 @@ class TransactionManager(FaustTransactionManager):
 
     async def _declare_new_topics(self) -> None:
         """Create the topics records are sent to that the cluster lacks, as Faust would declare them."""
+        conf = self.app.conf
         while self._topics_to_declare:
             topic = next(iter(self._topics_to_declare))
-            if self.app.conf.topic_allow_declare:
-                conf = self.app.conf
+            if conf.topic_allow_declare:
                 try:
                     await self.create_topic(topic, conf.topic_partitions, conf.topic_replication_factor)
                 except AioKafkaError as exc:
-                    raise MissingTopic(
-                        f"cannot create topic {topic!r}, which this app sends to: {exc}: create it with "
-                        f"{conf.topic_partitions} partitions, or let this app's principal create topics"
-                    ) from exc
+                    raise self._missing(topic, f"the cluster refused to create it ({exc})") from exc
+            elif not await self._in_thread(self._committed.topic_exists, topic):
+                raise self._missing(topic, "it does not exist, and this app may not create topics "
+                                           "(topic_allow_declare=False)")
             self._topics_to_declare.discard(topic)
+
+    def _missing(self, topic: str, why: str) -> MissingTopic:
+        partitions = self.app.conf.topic_partitions
+        line = (f"records are sent to topic {topic!r}, but {why}: create it with {partitions} partitions, "
+                "or let this app create topics")
+        log.error(line)
+        return MissingTopic(line)
 
     async def flush(self) -> None:
         """Nothing to flush: records leave only inside commits."""
