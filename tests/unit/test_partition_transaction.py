@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import KafkaError, TopicPartition
 from prometheus_client import REGISTRY
 
-from fake_producer import FakeProducer, error
+from fakes import FakeProducer, error
 from faust_eos.staging import SourceTP, StagedRecord
 from faust_eos.transaction import PartitionTransaction, ProducerFenced, TransactionFailed, TransactionStuck
 

@@ -1,8 +1,9 @@
-"""A stand-in for confluent_kafka's transactional Producer, scripted step by step.
+"""Stand-ins for the commit path: confluent_kafka's transactional Producer, and a partition's transaction.
 
-It keeps the transaction's records apart until ``commit_transaction`` makes
-them visible, and can be told to fail or block any call, to keep its local
-queue full, and to report errors (or nothing) in delivery callbacks.
+The fake producer is scripted step by step. It keeps the transaction's records
+apart until ``commit_transaction`` makes them visible, and can be told to fail
+or block any call, to keep its local queue full, and to report errors (or
+nothing) in delivery callbacks.
 """
 from __future__ import annotations
 
@@ -111,3 +112,22 @@ class FakeProducer:
 def error(code: int, *, fatal: bool = False, retriable: bool = False, txn_requires_abort: bool = False) -> KafkaError:
     return KafkaError(code, KafkaError(code).str(), fatal=fatal, retriable=retriable,
                       txn_requires_abort=txn_requires_abort)
+
+
+class FakeTransaction:
+    """Commits or raises as told, one outcome per commit; remembers what it was given."""
+
+    def __init__(self, *failures: Optional[Exception]) -> None:
+        self.failures = list(failures)
+        self.commits: list[tuple[list[bytes], int]] = []
+        self.closed = False
+
+    async def commit(self, records, offset):
+        self.commits.append(([record.value for record in records], offset))
+        failure = self.failures.pop(0) if self.failures else None
+        if failure is not None:
+            raise failure
+        return [f"md-{record.value.decode()}" for record in records]
+
+    def close(self) -> None:
+        self.closed = True
