@@ -178,6 +178,7 @@ class TransactionManager(FaustTransactionManager):
         source_offsets = {SourceTP(tp.topic, tp.partition): offset for tp, offset in offsets.items()}
         async with self._ownership:
             committed = await self._commits.run(source_offsets)
+        self.consumer.count_committed(sum(committed.values()))
         return all(committed.values())
 
     # -- ownership -------------------------------------------------------------
@@ -334,6 +335,19 @@ class Consumer(ConsumerHooks):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.delivery = Delivery()
+        #: input partitions whose offsets really committed since start: one per transaction
+        #: under exactly_once, one per partition of an offset commit the group accepted otherwise
+        self.partitions_committed = 0
+
+    def count_committed(self, partitions: int) -> None:
+        """Count commits that succeeded; Faust records offsets as committed even when a commit fails."""
+        self.partitions_committed += partitions
+
+    async def commit_to_group(self, offsets: Mapping[TP, int]) -> bool:
+        accepted = await super().commit_to_group(offsets)
+        if accepted:
+            self.count_committed(len(offsets))
+        return accepted
 
     async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
         # Faust forgets revoked partitions' processed-but-uncommitted offsets,
