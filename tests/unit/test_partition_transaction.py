@@ -162,12 +162,20 @@ def test_a_fence_at_send_offsets_gives_the_partition_up_without_abort(scenario, 
     assert run.counted() == {"begun": 1, "committed": 0, "aborted": 0}
 
 
-def test_send_offsets_timing_out_aborts_the_transaction(scenario):
+@pytest.mark.parametrize(
+    "step, failure",
+    [
+        ("send_offsets_to_transaction", error(KafkaError._TIMED_OUT, retriable=True)),
+        ("commit_transaction", error(KafkaError._INCONSISTENT, txn_requires_abort=True)),
+    ],
+    ids=["send_offsets timing out", "commit refused as abortable"],
+)
+def test_a_step_failing_short_of_a_fence_aborts_the_transaction(scenario, step, failure):
     run = scenario()
-    run.producer.failures["send_offsets_to_transaction"] = [error(KafkaError._TIMED_OUT, retriable=True)]
+    run.producer.failures[step] = [failure]
     with pytest.raises(TransactionFailed, match="aborted"):
         run.commit(staged(b"a"))
-    assert run.producer.calls[-2:] == ["send_offsets_to_transaction", "abort_transaction"]
+    assert run.producer.calls[-2:] == [step, "abort_transaction"]
     assert run.producer.visible == []
     assert run.counted() == {"begun": 1, "committed": 0, "aborted": 1}
 
@@ -190,16 +198,6 @@ def test_a_commit_that_times_out_twice_has_an_unknown_outcome(scenario):
         run.commit(staged(b"a"))
     assert "abort_transaction" not in run.producer.calls
     assert run.counted() == {"begun": 1, "committed": 0, "aborted": 0}
-
-
-def test_a_commit_refused_as_abortable_is_aborted(scenario):
-    run = scenario()
-    run.producer.failures["commit_transaction"] = [error(KafkaError._INCONSISTENT, txn_requires_abort=True)]
-    with pytest.raises(TransactionFailed, match="aborted"):
-        run.commit(staged(b"a"))
-    assert run.producer.calls[-2:] == ["commit_transaction", "abort_transaction"]
-    assert run.producer.visible == []
-    assert run.counted() == {"begun": 1, "committed": 0, "aborted": 1}
 
 
 def test_an_abort_that_is_fenced_gives_the_partition_up(scenario):
