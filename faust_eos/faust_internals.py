@@ -16,6 +16,9 @@ Private names used, and why:
   how far a commit reaches, decided by the exactly-once delivery ledger instead.
 * ``Consumer._seek`` (:meth:`ConsumerHooks.seek_partition`): every seek Faust
   makes, moved onto the consumer's own thread.
+* ``Consumer._commit`` (:meth:`ConsumerHooks.commit_to_group`): an offset commit
+  outside transactions, and whether the group accepted it (Faust records the
+  offsets as committed either way).
 * ``Consumer._committed_offset``: the offsets Faust believes committed
   (:func:`committed_offsets`).
 * ``Consumer._acked`` and ``Consumer._acked_index``: Faust's acknowledgement lists,
@@ -103,6 +106,13 @@ class ConsumerHooks(faust_aiokafka.Consumer):
     async def seek_partition(self, tp: TP, offset: int) -> None:
         """Move the fetch position of ``tp``; every seek Faust makes comes here."""
         await super()._seek(tp, offset)
+
+    async def _commit(self, offsets: Mapping[TP, int]) -> bool:
+        return await self.commit_to_group(offsets)
+
+    async def commit_to_group(self, offsets: Mapping[TP, int]) -> bool:
+        """Commit ``offsets`` to the consumer group, outside any transaction; True if accepted."""
+        return await super()._commit(offsets)
 
     # -- the aiokafka consumer and its thread ------------------------------------
     def aiokafka_consumer(self) -> Any:

@@ -10,20 +10,24 @@ A commit is one transaction, run start to finish on a worker thread::
 
     begin_transaction()
     produce(record) for every staged record the committed events caused
-        (outputs and table changelog writes, in the order they were sent)
+        (outputs and table changelog writes, in the order they were sent;
+        a full local queue is waited out for at most one call timeout)
     flush()                                  every record acknowledged, or abort
     send_offsets_to_transaction({tp: offset}, group)
-    commit_transaction()
+    commit_transaction()                     a timeout resumes it once: it can no longer abort
 
 Nothing is produced outside this sequence, so a transaction is open only for
 the few milliseconds of a commit and a crash at any step leaves either all of
 it or none of it visible to ``read_committed`` readers.
 
-Each producer has its own thread, and every call into it has a deadline. Some
-librdkafka calls can block for ever when the broker restarts (the group
-coordinator request inside ``send_offsets_to_transaction`` never times out):
-past the deadline the producer is given up (:class:`TransactionStuck`) and
-whoever claims the id next fences it.
+Each producer has its own thread, and each librdkafka call there has a
+deadline: its own timeout, ``call_timeout_s``, plus a grace. A commit is
+watched step by step, so a slow but healthy commit of many steps is never cut
+short, while one call that hangs is seen within one deadline. Some librdkafka
+calls can block for ever when the broker restarts (the group coordinator
+request inside ``send_offsets_to_transaction`` never times out): past the
+deadline the producer is given up (:class:`TransactionStuck`) and whoever
+claims the id next fences it.
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 from concurrent.futures import Future
 from typing import Any, Callable, Optional, Sequence
 
@@ -62,6 +67,12 @@ class TransactionStuck(Exception):
     """A call into the producer did not return in time; the producer is unusable."""
 
 
+#: time a step may take beyond its librdkafka call's own timeout (Python's own work, the thread's turn)
+DEADLINE_GRACE_S = 5.0
+#: longest wait for deliveries to drain a full local produce queue, per poll
+BACKPRESSURE_POLL_S = 0.05
+
+
 def transactional_id(app_id: str, tp: SourceTP) -> str:
     return f"{app_id}-{tp.topic}-{tp.partition}"
 
@@ -81,17 +92,22 @@ class PartitionTransaction:
         producer_config: dict[str, Any],
         group: Any,
         call_timeout_s: float,
+        producer_factory: Callable[[dict[str, Any]], Producer] = Producer,
+        deadline_grace_s: float = DEADLINE_GRACE_S,
     ) -> None:
         self.tp = tp
         self.transactional_id = transactional_id
         self._group = group
         self._timeout_s = call_timeout_s
-        self._producer = Producer({**producer_config, "transactional.id": self.transactional_id})
+        self._deadline_grace_s = deadline_grace_s
+        self._producer = producer_factory({**producer_config, "transactional.id": self.transactional_id})
         self._thread = CallThread(f"eos-{self.transactional_id}")
+        self._step = "nothing yet"  # the step running on the thread, named when one is stuck
+        self._step_started = 0.0  # monotonic time it began
 
     async def init(self) -> None:
         """Claim the id: aborts the previous owner's open transaction and fences it."""
-        await self._call(self._producer.init_transactions, self._timeout_s)
+        await self._call(self._init_transactions)
 
     async def commit(self, records: Sequence[StagedRecord], offset: Optional[int]) -> list[RecordMetadata]:
         """Produce ``records`` and commit them with input offset ``offset`` (if any), atomically.
@@ -104,14 +120,30 @@ class PartitionTransaction:
             return await self._call(self._commit, records, offset)
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn`` on the producer's thread; stuck once one of its steps outlasts its deadline."""
         call = asyncio.wrap_future(self._thread.submit(fn, *args))
-        deadline_s = self._timeout_s * 2 + 5  # a commit makes two bounded calls (flush, then commit or abort)
-        try:
-            return await asyncio.wait_for(call, deadline_s)
-        except asyncio.TimeoutError:
-            raise TransactionStuck(
-                f"{self.transactional_id}: {fn.__name__} did not return within {deadline_s:.0f} s"
-            ) from None
+        submitted = time.monotonic()
+        step_deadline_s = self._timeout_s + self._deadline_grace_s
+        while True:
+            # a step that began before this call was submitted belongs to an earlier call
+            remaining_s = max(self._step_started, submitted) + step_deadline_s - time.monotonic()
+            if remaining_s <= 0:
+                raise TransactionStuck(
+                    f"{self.transactional_id}: {fn.__name__.lstrip('_')} stuck in {self._step} for more than "
+                    f"{step_deadline_s:.1f} s"
+                )
+            done, _ = await asyncio.wait({call}, timeout=remaining_s)
+            if done:
+                return call.result()
+
+    def _begin_step(self, name: str) -> None:
+        """Runs on the producer's thread, before each step of a call."""
+        self._step = name
+        self._step_started = time.monotonic()
+
+    def _init_transactions(self) -> None:
+        self._begin_step("init_transactions")
+        self._producer.init_transactions(self._timeout_s)
 
     def _commit(self, records: Sequence[StagedRecord], offset: Optional[int]) -> list[RecordMetadata]:
         delivered: list[RecordMetadata | None] = [None] * len(records)
@@ -128,8 +160,11 @@ class PartitionTransaction:
 
         producer = self._producer
         try:
+            self._begin_step("begin_transaction")
             producer.begin_transaction()
             metrics.transactions_begun.inc()
+            self._begin_step("produce")
+            drained_by = time.monotonic() + self._timeout_s  # back-pressure: one bounded wait per commit
             for index, record in enumerate(records):
                 kwargs: dict[str, Any] = {"key": record.key, "value": record.value, "on_delivery": on_delivery(index)}
                 if record.partition is not None:
@@ -138,31 +173,67 @@ class PartitionTransaction:
                     kwargs["timestamp"] = record.timestamp_ms
                 if record.headers:
                     kwargs["headers"] = list(record.headers)
-                self._produce(record.topic, kwargs)
+                self._produce(record.topic, kwargs, drained_by)
+            self._begin_step("flush")
             producer.flush(self._timeout_s)
-            if errors or any(md is None for md in delivered):
-                raise KafkaException(errors[0] if errors else KafkaError(KafkaError._TIMED_OUT))
+            if errors:
+                raise KafkaException(errors[0])
+            undelivered = sum(1 for md in delivered if md is None)
+            if undelivered:
+                raise KafkaException(
+                    KafkaError(KafkaError._TIMED_OUT, f"{undelivered} records undelivered after a {self._timeout_s} s flush")
+                )
             if offset is not None:
                 offsets = [TopicPartition(self.tp.topic, self.tp.partition, offset)]
+                self._begin_step("send_offsets_to_transaction")
                 producer.send_offsets_to_transaction(offsets, self._group, self._timeout_s)
-            producer.commit_transaction(self._timeout_s)
+            self._commit_transaction()
             metrics.transactions_committed.inc()
         except KafkaException as exc:
             self._fail(exc)
         return delivered  # type: ignore[return-value]
 
-    def _produce(self, topic: str, kwargs: dict[str, Any]) -> None:
+    def _produce(self, topic: str, kwargs: dict[str, Any], drained_by: float) -> None:
         while True:
             try:
                 self._producer.produce(topic, **kwargs)
                 return
             except BufferError:  # local queue full: let deliveries drain it
-                self._producer.poll(0.05)
+                remaining_s = drained_by - time.monotonic()
+                if remaining_s <= 0:
+                    raise KafkaException(
+                        KafkaError(
+                            KafkaError._QUEUE_FULL,
+                            f"local produce queue still full after {self._timeout_s} s: deliveries do not drain it",
+                        )
+                    ) from None
+                self._producer.poll(min(BACKPRESSURE_POLL_S, remaining_s))
+
+    def _commit_transaction(self) -> None:
+        self._begin_step("commit_transaction")
+        try:
+            self._producer.commit_transaction(self._timeout_s)
+            return
+        except KafkaException as exc:
+            if not _commit_goes_on(exc.args[0]):
+                raise
+        # The commit goes on in the background and may still succeed: librdkafka
+        # no longer lets it be aborted, only resumed.
+        self._begin_step("commit_transaction (resumed)")
+        try:
+            self._producer.commit_transaction(self._timeout_s)
+        except KafkaException as exc:
+            if not _commit_goes_on(exc.args[0]):
+                raise
+            raise TransactionStuck(
+                f"{self.transactional_id}: commit_transaction timed out twice, outcome unknown: {exc.args[0].str()}"
+            ) from exc
 
     def _fail(self, exc: KafkaException) -> None:
         error: KafkaError = exc.args[0]
         if error.code() in FENCED_CODES or error.fatal():
             raise ProducerFenced(f"{self.transactional_id}: {error.str()}") from exc
+        self._begin_step("abort_transaction")
         try:
             self._producer.abort_transaction(self._timeout_s)
         except KafkaException as abort_exc:
@@ -217,6 +288,11 @@ class CallThread:
                 except BaseException as exc:  # handed to the caller
                     future.set_exception(exc)
             del call, future, fn, args  # drop references (the producer's, at close) on this thread
+
+
+def _commit_goes_on(error: KafkaError) -> bool:
+    """Whether a failed commit_transaction is still running in the background (a timeout)."""
+    return error.retriable() and not error.txn_requires_abort() and not error.fatal()
 
 
 def _metadata(msg: Message) -> RecordMetadata:

@@ -42,20 +42,15 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 from faust.types.tuples import FutureMessage, RecordMetadata
 
-from faust_eos import faust_internals, metrics
+from faust_eos import faust_internals
+from faust_eos.commit import PartitionCommits
 from faust_eos.delivery import Delivery
 from faust_eos.faust_internals import ConsumerHooks
 from faust_eos.outside import OutsideEventSends, outside_transactional_id, worker_id
 from faust_eos.staging import UNBOUND, Source, SourceTP, StagedRecord, Staging
 from faust_eos.store import Store as ExpiringStore, expires_windows
 from faust_eos.offsets import CommittedOffsets
-from faust_eos.transaction import (
-    PartitionTransaction,
-    ProducerFenced,
-    TransactionFailed,
-    TransactionStuck,
-    transactional_id,
-)
+from faust_eos.transaction import PartitionTransaction, TransactionStuck, transactional_id
 
 log = logging.getLogger(__name__)
 faust_internals.require_tested_versions()
@@ -111,8 +106,7 @@ class TransactionManager(FaustTransactionManager):
         super().__init__(*args, **kwargs)
         self.staging = Staging()
         self._transactions: dict[SourceTP, PartitionTransaction] = {}
-        self._uncommitted: dict[SourceTP, int] = {}  # offsets whose commit failed, to retry
-        self._dirty: set[int] = set()  # table partitions holding uncommitted effects
+        self._commits = PartitionCommits(self.staging, self._transactions, lambda: self.consumer.request_rejoin())
         self._group: Any = None
         self._committed: Optional[CommittedOffsets] = None
         self._ownership = asyncio.Lock()  # commits never overlap a change of owned partitions
@@ -144,7 +138,7 @@ class TransactionManager(FaustTransactionManager):
 
     def stopped_cleanly(self) -> bool:
         """True if every staged record was committed and no local state is dirty."""
-        return not len(self.staging) and not self._uncommitted and not self._dirty
+        return not len(self.staging) and self._commits.settled()
 
     # -- sends -----------------------------------------------------------------
     async def send(
@@ -274,15 +268,16 @@ class TransactionManager(FaustTransactionManager):
 
     # -- commits ---------------------------------------------------------------
     async def commit(self, offsets: Mapping[TP, int], start_new_transaction: bool = True) -> bool:
-        """Commit ``offsets`` (next offset to read, per input partition) with their records."""
+        """Commit ``offsets`` (next offset to read, per input partition) with their records.
+
+        One transaction per partition (:mod:`faust_eos.commit`); True if every one committed.
+        """
         await self._declare_new_topics()
-        wanted = dict(self._uncommitted)
-        for tp, offset in offsets.items():
-            source_tp = SourceTP(tp.topic, tp.partition)
-            wanted[source_tp] = max(offset, wanted.get(source_tp, offset))
+        source_offsets = {SourceTP(tp.topic, tp.partition): offset for tp, offset in offsets.items()}
         async with self._ownership:
-            results = await asyncio.gather(*(self._commit_partition(tp, offset) for tp, offset in wanted.items()))
-        return all(results)
+            committed = await self._commits.run(source_offsets)
+        self.consumer.count_committed(sum(committed.values()))
+        return all(committed.values())
 
     async def commit_outside_events(self, committable: Callable[[TP], Optional[int]]) -> None:
         """Commit what no input event caused, once per commit round.
@@ -302,43 +297,6 @@ class TransactionManager(FaustTransactionManager):
             await self._declare_new_topics()
             await self.outside.commit()
 
-    async def _commit_partition(self, tp: SourceTP, offset: int) -> bool:
-        transaction = self._transactions.get(tp)
-        if transaction is None:
-            self._lose(tp, f"no producer for {tp.topic}[{tp.partition}]: partition not owned")
-            return False
-        records = self.staging.take(tp, offset)
-        try:
-            metadata = await transaction.commit(records, offset)
-        except (ProducerFenced, TransactionStuck) as exc:
-            if isinstance(exc, ProducerFenced):
-                metrics.producers_fenced.inc()
-            # Either another worker owns the partition now, or this producer is
-            # unusable: give the partition up and let the group assign it again.
-            log.warning("Giving up %s[%d]: %s", tp.topic, tp.partition, exc)
-            self.staging.put_back(tp, records)
-            self._transactions.pop(tp).close()
-            self._lose(tp, str(exc))
-            self.consumer.request_rejoin()
-            return False
-        except TransactionFailed as exc:
-            log.warning("Commit of %s[%d] up to %d failed, will retry: %s", tp.topic, tp.partition, offset, exc)
-            self.staging.put_back(tp, records)
-            self._uncommitted[tp] = offset
-            return False
-        self._uncommitted.pop(tp, None)
-        for record, md in zip(records, metadata):
-            record.on_committed(md)
-        return True
-
-    def _lose(self, tp: SourceTP, why: str) -> None:
-        """Drop what ``tp``'s events staged: this worker cannot commit it any more."""
-        dropped = self.staging.discard(tp)
-        if dropped:
-            self._dirty.add(tp.partition)
-            log.warning("Dropped %d uncommitted records of %s[%d]: %s", dropped, tp.topic, tp.partition, why)
-        self._uncommitted.pop(tp, None)
-
     # -- ownership -------------------------------------------------------------
     async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
         """Faust forgot the revoked partitions' pending offsets: drop their records and producers.
@@ -349,7 +307,7 @@ class TransactionManager(FaustTransactionManager):
         """
         gone = {SourceTP(tp.topic, tp.partition) for tp in revoked}
         for tp in gone & self.staging.pending():
-            self._lose(tp, f"{tp.topic}[{tp.partition}] revoked before commit")
+            self._commits.give_up(tp, f"{tp.topic}[{tp.partition}] revoked before commit")
         async with self._ownership:
             for tp in gone & self._transactions.keys():
                 self._transactions.pop(tp).close()
@@ -369,9 +327,9 @@ class TransactionManager(FaustTransactionManager):
             for transaction in self._transactions.values():
                 transaction.close()
             self._transactions.clear()
-            if self._dirty:
-                await self._wipe_table_partitions(self._dirty)
-                self._dirty.clear()
+            if self._commits.dirty:
+                await self._wipe_table_partitions(self._commits.dirty)
+                self._commits.dirty.clear()
             claim = [
                 SourceTP(tp.topic, tp.partition)
                 for tp in assigned
@@ -526,6 +484,19 @@ class Consumer(ConsumerHooks):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.delivery = Delivery()
+        #: input partitions whose offsets really committed since start: one per transaction
+        #: under exactly_once, one per partition of an offset commit the group accepted otherwise
+        self.partitions_committed = 0
+
+    def count_committed(self, partitions: int) -> None:
+        """Count commits that succeeded; Faust records offsets as committed even when a commit fails."""
+        self.partitions_committed += partitions
+
+    async def commit_to_group(self, offsets: Mapping[TP, int]) -> bool:
+        accepted = await super().commit_to_group(offsets)
+        if accepted:
+            self.count_committed(len(offsets))
+        return accepted
 
     async def force_commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
         committed = await super().force_commit(topics, start_new_transaction=start_new_transaction)

@@ -1,0 +1,113 @@
+"""A commit round: one transaction per input partition, and one recovery per outcome.
+
+The transaction manager hands each round the offsets Faust wants committed
+(the next offset to read, per input partition). Each partition then goes
+through the same steps, numbered in :meth:`PartitionCommits._commit_partition`:
+
+1. its producer: none means the partition is no longer owned, and it is given up;
+2. the records staged by its events below the offset are taken;
+3. one transaction produces them and commits the offset;
+4. the outcome decides the one recovery action:
+
+   * committed: the records' futures resolve;
+   * :class:`TransactionFailed` (aborted, nothing visible): the records are
+     put back and the offset is committed again at the next round;
+   * :class:`ProducerFenced` or :class:`TransactionStuck`: the partition is
+     given up: its staged records and its producer are dropped, its table
+     partitions are marked dirty (wiped at the next rebalance) and the group
+     is asked to rebalance, so whoever claims it next starts from its last
+     committed offset.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable, Mapping, MutableMapping, Protocol, Sequence
+
+from aiokafka.structs import RecordMetadata
+
+from faust_eos import metrics
+from faust_eos.staging import SourceTP, StagedRecord, Staging
+from faust_eos.transaction import ProducerFenced, TransactionFailed, TransactionStuck
+
+log = logging.getLogger(__name__)
+
+
+class Transaction(Protocol):
+    """What a round needs of a partition's producer (:class:`faust_eos.transaction.PartitionTransaction`)."""
+
+    async def commit(self, records: Sequence[StagedRecord], offset: int) -> list[RecordMetadata]: ...
+
+    def close(self) -> None: ...
+
+
+class PartitionCommits:
+    """Runs commit rounds and keeps what failed ones leave behind: offsets to retry, dirty tables."""
+
+    def __init__(
+        self,
+        staging: Staging,
+        transactions: MutableMapping[SourceTP, Transaction],
+        request_rejoin: Callable[[], None],
+    ) -> None:
+        self.staging = staging
+        #: the producers of the partitions this worker claimed (shared with the manager, which claims them)
+        self.transactions = transactions
+        self._request_rejoin = request_rejoin
+        #: offsets whose commit failed, committed again at the next round
+        self.retries: dict[SourceTP, int] = {}
+        #: table partitions that may hold effects of events that never committed
+        self.dirty: set[int] = set()
+
+    def settled(self) -> bool:
+        """True if no commit waits for a retry and no table partition is dirty."""
+        return not self.retries and not self.dirty
+
+    async def run(self, offsets: Mapping[SourceTP, int]) -> dict[SourceTP, bool]:
+        """Commit each partition up to its offset, and the retries; per partition, whether it committed."""
+        wanted = dict(self.retries)
+        for tp, offset in offsets.items():
+            wanted[tp] = max(offset, wanted.get(tp, offset))
+        outcomes = await asyncio.gather(*(self._commit_partition(tp, offset) for tp, offset in wanted.items()))
+        return dict(zip(wanted, outcomes))
+
+    async def _commit_partition(self, tp: SourceTP, offset: int) -> bool:
+        # 1. Only the owner of the partition may commit it.
+        transaction = self.transactions.get(tp)
+        if transaction is None:
+            self.give_up(tp, f"no producer for {tp.topic}[{tp.partition}]: partition not owned")
+            return False
+        # 2. Exactly the records caused by the events being committed.
+        records = self.staging.take(tp, offset)
+        # 3. One transaction: the records, then the offset.
+        try:
+            metadata = await transaction.commit(records, offset)
+        # 4. One recovery per outcome.
+        except TransactionFailed as exc:
+            log.warning("Commit of %s[%d] up to %d failed, will retry: %s", tp.topic, tp.partition, offset, exc)
+            self.staging.put_back(tp, records)
+            self.retries[tp] = offset
+            return False
+        except (ProducerFenced, TransactionStuck) as exc:
+            if isinstance(exc, ProducerFenced):
+                metrics.producers_fenced.inc()
+            # Either another worker owns the partition now, or this producer is
+            # unusable: give the partition up and let the group assign it again.
+            log.warning("Giving up %s[%d]: %s", tp.topic, tp.partition, exc)
+            self.staging.put_back(tp, records)
+            self.transactions.pop(tp).close()
+            self.give_up(tp, str(exc))
+            self._request_rejoin()
+            return False
+        self.retries.pop(tp, None)
+        for record, md in zip(records, metadata):
+            record.on_committed(md)
+        return True
+
+    def give_up(self, tp: SourceTP, why: str) -> None:
+        """Drop what ``tp``'s events staged: this worker cannot commit it any more."""
+        dropped = self.staging.discard(tp)
+        if dropped:
+            self.dirty.add(tp.partition)
+            log.warning("Dropped %d uncommitted records of %s[%d]: %s", dropped, tp.topic, tp.partition, why)
+        self.retries.pop(tp, None)

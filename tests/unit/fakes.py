@@ -1,0 +1,133 @@
+"""Stand-ins for the commit path: confluent_kafka's transactional Producer, and a partition's transaction.
+
+The fake producer is scripted step by step. It keeps the transaction's records
+apart until ``commit_transaction`` makes them visible, and can be told to fail
+or block any call, to keep its local queue full, and to report errors (or
+nothing) in delivery callbacks.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Optional
+
+from confluent_kafka import KafkaError, KafkaException
+
+
+class FakeMessage:
+    """What a delivery callback receives for a delivered record."""
+
+    def __init__(self, topic: str, partition: int, offset: int, timestamp_ms: int) -> None:
+        self._topic, self._partition, self._offset, self._timestamp_ms = topic, partition, offset, timestamp_ms
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def timestamp(self) -> tuple[int, int]:
+        return 1, self._timestamp_ms  # TIMESTAMP_CREATE_TIME
+
+
+class FakeProducer:
+    """Records every call in ``calls``; ``visible`` holds what committed transactions produced."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.calls: list[str] = []
+        self.visible: list[tuple[str, Optional[bytes]]] = []
+        self.offsets_sent: list[tuple[list, Any]] = []
+        #: errors a call raises, one per call, in order
+        self.failures: dict[str, list[KafkaError]] = {}
+        #: calls that wait on their Event before doing anything
+        self.blocked: dict[str, threading.Event] = {}
+        #: set once a blocked call is waiting
+        self.entered = threading.Event()
+        #: polls it takes to drain a full local queue; None: it never drains
+        self.full_for_polls: Optional[int] = 0
+        #: per record index in the transaction: the error its delivery callback reports
+        self.delivery_errors: dict[int, KafkaError] = {}
+        #: record indexes whose delivery callback flush never calls (still in flight)
+        self.in_flight: set[int] = set()
+        self._transaction: list[tuple[str, Optional[bytes], Callable]] = []
+        self._reported = 0
+
+    def _call(self, name: str) -> None:
+        self.calls.append(name)
+        if name in self.blocked:
+            self.entered.set()
+            self.blocked[name].wait()
+        if self.failures.get(name):
+            raise KafkaException(self.failures[name].pop(0))
+
+    def init_transactions(self, timeout: float) -> None:
+        self._call("init_transactions")
+
+    def begin_transaction(self) -> None:
+        self._call("begin_transaction")
+        self._transaction, self._reported = [], 0
+
+    def produce(self, topic: str, key: Optional[bytes] = None, value: Optional[bytes] = None, *,
+                on_delivery: Callable, **kwargs: Any) -> None:
+        self._call("produce")
+        if self.full_for_polls is None or self.full_for_polls > 0:
+            raise BufferError("Local: Queue full")
+        self._transaction.append((topic, value, on_delivery))
+
+    def poll(self, timeout: float) -> int:
+        self.calls.append("poll")
+        if self.full_for_polls:
+            self.full_for_polls -= 1
+        return 0
+
+    def flush(self, timeout: float) -> int:
+        self._call("flush")
+        for index, (topic, _value, on_delivery) in enumerate(self._transaction):
+            if index < self._reported or index in self.in_flight:
+                continue
+            if index in self.delivery_errors:
+                on_delivery(self.delivery_errors[index], None)
+            else:
+                on_delivery(None, FakeMessage(topic, 0, len(self.visible) + index, 1_700_000_000_000))
+        self._reported = len(self._transaction)
+        return len(self.in_flight)
+
+    def send_offsets_to_transaction(self, offsets: list, group: Any, timeout: float) -> None:
+        self._call("send_offsets_to_transaction")
+        self.offsets_sent.append((offsets, group))
+
+    def commit_transaction(self, timeout: float) -> None:
+        self._call("commit_transaction")
+        self.visible.extend((topic, value) for topic, value, _ in self._transaction)
+        self._transaction = []
+
+    def abort_transaction(self, timeout: float) -> None:
+        self._call("abort_transaction")
+        self._transaction = []
+
+
+def error(code: int, *, fatal: bool = False, retriable: bool = False, txn_requires_abort: bool = False) -> KafkaError:
+    return KafkaError(code, KafkaError(code).str(), fatal=fatal, retriable=retriable,
+                      txn_requires_abort=txn_requires_abort)
+
+
+class FakeTransaction:
+    """Commits or raises as told, one outcome per commit; remembers what it was given."""
+
+    def __init__(self, *failures: Optional[Exception]) -> None:
+        self.failures = list(failures)
+        self.commits: list[tuple[list[bytes], int]] = []
+        self.closed = False
+
+    async def commit(self, records, offset):
+        self.commits.append(([record.value for record in records], offset))
+        failure = self.failures.pop(0) if self.failures else None
+        if failure is not None:
+            raise failure
+        return [f"md-{record.value.decode()}" for record in records]
+
+    def close(self) -> None:
+        self.closed = True

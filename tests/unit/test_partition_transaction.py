@@ -1,0 +1,264 @@
+"""PartitionTransaction against a fake producer: each failure of each commit step.
+
+For each, what became visible, which exception the caller gets
+(TransactionFailed: the caller retries with the records put back;
+ProducerFenced or TransactionStuck: the partition is given up), whether the
+transaction was aborted, and what the metrics counted.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+from types import SimpleNamespace
+
+import pytest
+from confluent_kafka import KafkaError, TopicPartition
+from prometheus_client import REGISTRY
+
+from fakes import FakeProducer, error
+from faust_eos import transaction as transaction_module
+from faust_eos.staging import SourceTP, StagedRecord
+from faust_eos.transaction import (
+    PartitionTransaction,
+    ProducerFenced,
+    TransactionFailed,
+    TransactionStuck,
+    transactional_id,
+)
+
+SOURCE = SourceTP("payments", 3)
+GROUP = object()  # the consumer group's metadata, passed through untouched
+COUNTERS = {
+    "begun": "faust_eos_transactions_begun_total",
+    "committed": "faust_eos_transactions_committed_total",
+    "aborted": "faust_eos_transactions_aborted_total",
+}
+
+
+def staged(*values: bytes) -> list[StagedRecord]:
+    return [
+        StagedRecord(topic="out", key=b"k", value=value, partition=None, timestamp_ms=None, headers=None,
+                     source_offset=offset)
+        for offset, value in enumerate(values)
+    ]
+
+
+def counts() -> dict[str, float]:
+    return {name: REGISTRY.get_sample_value(series) or 0.0 for name, series in COUNTERS.items()}
+
+
+class Scenario:
+    """One transaction over a fake producer, and the counters it moved."""
+
+    def __init__(self, call_timeout_s: float = 5.0, deadline_grace_s: float = 5.0) -> None:
+        self.producers: list[FakeProducer] = []
+        self.transaction = PartitionTransaction(
+            SOURCE, transactional_id=transactional_id("app", SOURCE), producer_config={"bootstrap.servers": "nowhere:9092"}, group=GROUP,
+            call_timeout_s=call_timeout_s, producer_factory=self._producer, deadline_grace_s=deadline_grace_s,
+        )
+        self.producer = self.producers[0]
+        self._before = counts()
+
+    def _producer(self, config: dict) -> FakeProducer:
+        self.producers.append(FakeProducer(config))
+        return self.producers[-1]
+
+    def commit(self, records: list[StagedRecord], offset: int = 10) -> list:
+        return asyncio.run(self.transaction.commit(records, offset))
+
+    def counted(self) -> dict[str, float]:
+        now = counts()
+        return {name: now[name] - self._before[name] for name in COUNTERS}
+
+
+@pytest.fixture
+def scenario():
+    created: list[Scenario] = []
+
+    def make(**kwargs) -> Scenario:
+        created.append(Scenario(**kwargs))
+        return created[-1]
+
+    yield make
+    for each in created:
+        for event in each.producer.blocked.values():
+            event.set()
+        each.transaction.close()
+
+
+def test_the_producer_gets_the_partitions_transactional_id(scenario):
+    run = scenario()
+    assert run.producer.config == {"bootstrap.servers": "nowhere:9092", "transactional.id": "app-payments-3"}
+    asyncio.run(run.transaction.init())
+    assert run.producer.calls == ["init_transactions"]
+
+
+def test_a_commit_makes_its_records_visible_with_its_offset(scenario):
+    run = scenario()
+    metadata = run.commit(staged(b"a", b"b"), offset=10)
+    assert run.producer.visible == [("out", b"a"), ("out", b"b")]
+    assert run.producer.offsets_sent == [([TopicPartition("payments", 3, 10)], GROUP)]
+    assert [(md.topic, md.offset) for md in metadata] == [("out", 0), ("out", 1)]
+    assert run.producer.calls == [
+        "begin_transaction", "produce", "produce", "flush", "send_offsets_to_transaction", "commit_transaction",
+    ]
+    assert run.counted() == {"begun": 1, "committed": 1, "aborted": 0}
+
+
+def test_a_full_produce_queue_that_drains_is_waited_out(scenario):
+    run = scenario()
+    run.producer.full_for_polls = 2
+    run.commit(staged(b"a"))
+    assert run.producer.calls.count("poll") == 2
+    assert run.producer.visible == [("out", b"a")]
+    assert run.counted() == {"begun": 1, "committed": 1, "aborted": 0}
+
+
+def test_a_produce_queue_that_never_drains_fails_the_transaction_after_one_call_timeout(scenario):
+    run = scenario(call_timeout_s=0.001)
+    run.producer.full_for_polls = None
+    with pytest.raises(TransactionFailed, match="queue still full"):
+        run.commit(staged(b"a"))
+    assert "abort_transaction" in run.producer.calls
+    assert "commit_transaction" not in run.producer.calls
+    assert run.producer.visible == []
+    assert run.counted() == {"begun": 1, "committed": 0, "aborted": 1}
+
+
+def test_a_delivery_error_aborts_before_the_offsets_are_sent(scenario):
+    run = scenario()
+    run.producer.delivery_errors[1] = error(KafkaError.MSG_SIZE_TOO_LARGE)
+    with pytest.raises(TransactionFailed, match="aborted"):
+        run.commit(staged(b"a", b"b"))
+    assert run.producer.calls[-2:] == ["flush", "abort_transaction"]
+    assert run.producer.offsets_sent == [] and run.producer.visible == []
+    assert run.counted() == {"begun": 1, "committed": 0, "aborted": 1}
+
+
+def test_a_fence_reported_in_a_delivery_callback_gives_the_partition_up_without_abort(scenario):
+    run = scenario()
+    run.producer.delivery_errors[0] = error(KafkaError._FENCED, fatal=True)
+    with pytest.raises(ProducerFenced):
+        run.commit(staged(b"a"))
+    assert "abort_transaction" not in run.producer.calls
+    assert run.producer.visible == []
+    assert run.counted() == {"begun": 1, "committed": 0, "aborted": 0}
+
+
+def test_records_still_undelivered_after_flush_abort_the_transaction(scenario):
+    run = scenario()
+    run.producer.in_flight = {0}
+    with pytest.raises(TransactionFailed, match="1 records undelivered"):
+        run.commit(staged(b"a", b"b"))
+    assert run.producer.calls[-2:] == ["flush", "abort_transaction"]
+    assert run.producer.offsets_sent == [] and run.producer.visible == []
+    assert run.counted() == {"begun": 1, "committed": 0, "aborted": 1}
+
+
+@pytest.mark.parametrize(
+    "fence",
+    [error(KafkaError.PRODUCER_FENCED), error(KafkaError._FENCED, fatal=True), error(KafkaError._FATAL, fatal=True)],
+    ids=["PRODUCER_FENCED", "_FENCED", "fatal"],
+)
+def test_a_fence_at_send_offsets_gives_the_partition_up_without_abort(scenario, fence):
+    run = scenario()
+    run.producer.failures["send_offsets_to_transaction"] = [fence]
+    with pytest.raises(ProducerFenced):
+        run.commit(staged(b"a"))
+    assert run.producer.calls[-1] == "send_offsets_to_transaction"
+    assert run.producer.visible == []
+    assert run.counted() == {"begun": 1, "committed": 0, "aborted": 0}
+
+
+@pytest.mark.parametrize(
+    "step, failure",
+    [
+        ("send_offsets_to_transaction", error(KafkaError._TIMED_OUT, retriable=True)),
+        ("commit_transaction", error(KafkaError._INCONSISTENT, txn_requires_abort=True)),
+    ],
+    ids=["send_offsets timing out", "commit refused as abortable"],
+)
+def test_a_step_failing_short_of_a_fence_aborts_the_transaction(scenario, step, failure):
+    run = scenario()
+    run.producer.failures[step] = [failure]
+    with pytest.raises(TransactionFailed, match="aborted"):
+        run.commit(staged(b"a"))
+    assert run.producer.calls[-2:] == [step, "abort_transaction"]
+    assert run.producer.visible == []
+    assert run.counted() == {"begun": 1, "committed": 0, "aborted": 1}
+
+
+def test_a_commit_that_times_out_is_resumed_not_aborted(scenario):
+    run = scenario()
+    run.producer.failures["commit_transaction"] = [error(KafkaError._TIMED_OUT, retriable=True)]
+    metadata = run.commit(staged(b"a"))
+    assert run.producer.calls[-2:] == ["commit_transaction", "commit_transaction"]
+    assert "abort_transaction" not in run.producer.calls
+    assert run.producer.visible == [("out", b"a")] and len(metadata) == 1
+    assert run.counted() == {"begun": 1, "committed": 1, "aborted": 0}
+
+
+def test_a_commit_that_times_out_twice_has_an_unknown_outcome(scenario):
+    run = scenario()
+    timeout = error(KafkaError._TIMED_OUT, retriable=True)
+    run.producer.failures["commit_transaction"] = [timeout, timeout]
+    with pytest.raises(TransactionStuck, match="outcome unknown"):
+        run.commit(staged(b"a"))
+    assert "abort_transaction" not in run.producer.calls
+    assert run.counted() == {"begun": 1, "committed": 0, "aborted": 0}
+
+
+def test_an_abort_that_is_fenced_gives_the_partition_up(scenario):
+    run = scenario()
+    run.producer.in_flight = {0}
+    run.producer.failures["abort_transaction"] = [error(KafkaError.PRODUCER_FENCED)]
+    with pytest.raises(ProducerFenced):
+        run.commit(staged(b"a"))
+    assert run.producer.visible == []
+    assert run.counted() == {"begun": 1, "committed": 0, "aborted": 0}
+
+
+def test_an_abort_that_fails_otherwise_leaves_the_transaction_to_retry(scenario):
+    run = scenario()
+    run.producer.in_flight = {0}
+    run.producer.failures["abort_transaction"] = [error(KafkaError._TIMED_OUT, retriable=True)]
+    with pytest.raises(TransactionFailed, match="abort failed"):
+        run.commit(staged(b"a"))
+    assert run.producer.visible == []
+    assert run.counted() == {"begun": 1, "committed": 0, "aborted": 0}
+
+
+def test_a_call_blocked_past_its_deadline_is_stuck_while_the_loop_goes_on(scenario):
+    run = scenario(call_timeout_s=0.001, deadline_grace_s=0)
+    release = run.producer.blocked["send_offsets_to_transaction"] = threading.Event()
+
+    async def commit_while_blocked() -> None:
+        with pytest.raises(TransactionStuck, match="commit stuck in send_offsets_to_transaction"):
+            await run.transaction.commit(staged(b"a"), 10)
+
+    asyncio.run(commit_while_blocked())
+    # the caller had its answer while the producer's call could not return
+    assert not release.is_set() and run.producer.visible == []
+
+
+def test_an_init_blocked_past_its_deadline_is_stuck(scenario):
+    run = scenario(call_timeout_s=0.001, deadline_grace_s=0)
+    run.producer.blocked["init_transactions"] = threading.Event()
+    with pytest.raises(TransactionStuck, match="init_transactions stuck in init_transactions"):
+        asyncio.run(run.transaction.init())
+
+
+def test_a_commit_whose_steps_each_keep_their_deadline_is_not_stuck_however_long_it_takes(scenario, monkeypatch):
+    run = scenario(call_timeout_s=1.0, deadline_grace_s=0)
+    clock = [1000.0]
+    monkeypatch.setattr(transaction_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    step = run.producer._call
+
+    def slow_step(name: str) -> None:  # each step takes most of its deadline, on the transaction's clock
+        clock[0] += 0.9
+        step(name)
+
+    monkeypatch.setattr(run.producer, "_call", slow_step)
+    run.commit(staged(b"a", b"b"))
+    assert clock[0] - 1000.0 > 3 * 1.0, "the steps together took several deadlines"
+    assert run.producer.visible == [("out", b"a"), ("out", b"b")]
