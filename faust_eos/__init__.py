@@ -9,10 +9,15 @@ Windowed tables with expiry also need the store ``eos-rocksdb://``
 (:mod:`faust_eos.store`). Both are registered for Faust when this package is
 installed, through entry points; importing :mod:`faust_eos` registers them too.
 How it works: :mod:`faust_eos.transport`; the commit itself:
-:mod:`faust_eos.transaction`.
+:mod:`faust_eos.commit` and :mod:`faust_eos.transaction`. What it raises at an
+app that asks for something exactly-once cannot do: :mod:`faust_eos.errors`.
 """
 from faust.stores import STORES
+
+from faust_eos.errors import MissingTopic, SendNotCommittable, StoreCannotExpire
 from faust.transport.drivers import TRANSPORTS
 
 TRANSPORTS.aliases.setdefault("eos", "faust_eos.transport:Transport")
 STORES.aliases.setdefault("eos-rocksdb", "faust_eos.store:Store")
+
+__all__ = ["MissingTopic", "SendNotCommittable", "StoreCannotExpire"]

@@ -2,7 +2,7 @@
 
 No release of those libraries promises to keep what is named here, so faust-eos
 accepts only the releases it was tested with (:func:`require_tested_versions`,
-called when the transport is imported), and ``tests/unit/test_faust_contract.py``
+called when this module is imported, before any of it is used), and ``tests/unit/test_faust_contract.py``
 checks each behaviour relied on against the installed Faust. The rest of the
 library uses Faust's public names, or these helpers.
 
@@ -70,6 +70,9 @@ def require_tested_versions() -> None:
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr, flush=True)
         raise SystemExit(1)
+
+
+require_tested_versions()
 
 
 class ConsumerHooks(faust_aiokafka.Consumer):

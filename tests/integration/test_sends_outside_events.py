@@ -26,7 +26,7 @@ from tools.workers import free_port, http_get, wait_for
 APP = '''
 import faust
 from faust.web import Request, Response, View
-from faust_eos.transport import SendNotCommittable
+from faust_eos import SendNotCommittable
 
 app = faust.App("{app_id}", broker="eos://{bootstrap}", processing_guarantee="exactly_once",
                 store="rocksdb://", datadir="{datadir}", topic_partitions=2, topic_replication_factor=1,

@@ -5,7 +5,7 @@ import sys
 import faust
 import pytest
 
-from faust_eos.transport import DEFAULT_TRANSACTION_TIMEOUT_MS, transaction_timeout_ms
+from faust_eos.manager import DEFAULT_TRANSACTION_TIMEOUT_MS, transaction_timeout_ms
 
 
 def test_importing_the_transport_builds_no_app_and_reads_no_environment():

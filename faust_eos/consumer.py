@@ -1,0 +1,259 @@
+"""The consumer: what the agents are handed under exactly-once, and how far a commit reaches.
+
+Faust's aiokafka consumer (through :class:`faust_eos.faust_internals.ConsumerHooks`),
+with delivery decided by :class:`faust_eos.delivery.Delivery`, input partitions
+positioned at their stable committed offsets, restores that end at each
+changelog's last committed record, and a commit of what it holds before
+partitions move.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, AsyncIterator, Iterable, Mapping, Optional, Set
+
+from aiokafka.errors import KafkaError as AioKafkaError
+from aiokafka.structs import TopicPartition as AioTopicPartition
+from confluent_kafka import KafkaException
+from faust.types import TP
+
+from faust_eos import faust_internals
+from faust_eos.delivery import Delivery
+from faust_eos.faust_internals import ConsumerHooks
+from faust_eos.manager import CLEAN_SHUTDOWN_MARKER
+
+log = logging.getLogger(__name__)
+
+
+class Consumer(ConsumerHooks):
+    """Faust's consumer, committing what it holds before partitions move.
+
+    Under exactly-once, what its agents are handed and how far a commit reaches
+    is decided by :class:`faust_eos.delivery.Delivery`, not by Faust's read
+    offsets and gaps: each input record is handed out once per ownership of its
+    partition, and a commit never passes a record that was not processed.
+    """
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.delivery = Delivery()
+        #: input partitions whose offsets really committed since start: one per transaction
+        #: under exactly_once, one per partition of an offset commit the group accepted otherwise
+        self.partitions_committed = 0
+
+    def count_committed(self, partitions: int) -> None:
+        """Count commits that succeeded; Faust records offsets as committed even when a commit fails."""
+        self.partitions_committed += partitions
+
+    async def commit_to_group(self, offsets: Mapping[TP, int]) -> bool:
+        accepted = await super().commit_to_group(offsets)
+        if accepted:
+            self.count_committed(len(offsets))
+        return accepted
+
+    async def force_commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
+        committed = await super().force_commit(topics, start_new_transaction=start_new_transaction)
+        if self.in_transaction:
+            await self.transactions.commit_outside_events(self.delivery.committable)
+        return committed
+
+    async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
+        # Faust forgets revoked partitions' processed-but-uncommitted offsets,
+        # so their events would be processed again by the next owner.
+        if self.assignment():
+            # finish the events already handed to agents and commit them
+            self.stop_flow()
+            await self.wait_empty()
+            await self._commit_all_processed()
+            log.info("Handing over partitions; committed offsets: %s",
+                     _offsets_text(faust_internals.committed_offsets(self)))
+        self.delivery.close()  # nothing more is handed out or committed until the next positioning
+        await super().on_partitions_revoked(revoked)
+
+    async def fetch_batch(self, active_partitions: Optional[Set[TP]], timeout: float) -> Mapping[TP, list]:
+        if not self.in_transaction:
+            return await super().fetch_batch(active_partitions, timeout)
+        started = self.delivery.fetch_started()
+        records = await super().fetch_batch(active_partitions, timeout)
+        offered, ignored = self.delivery.fetched(records, started)
+        for tp in ignored:
+            resume = self.delivery.resume_point(tp)
+            if resume is not None:
+                await self._seek_source(tp, resume)
+        return offered
+
+    def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Any]]:
+        fetched = super().getmany(timeout)
+        return self._admitted(fetched) if self.in_transaction else fetched
+
+    async def _admitted(self, fetched: AsyncIterator[tuple[TP, Any]]) -> AsyncIterator[tuple[TP, Any]]:
+        changelogs = self.app.tables.changelog_topics
+        async for tp, message in fetched:
+            if tp.topic in changelogs or self._admit(tp, message):
+                yield tp, message
+
+    def _admit(self, tp: TP, message: Any) -> bool:
+        # Until a rebalance is over, a record handed out may never be processed: Faust
+        # resumes its flow control several times while recovery runs, and every resume
+        # empties the streams' queues; its streams skip events while flow control is
+        # suspended or from an older generation (the pure-Python stream acknowledges them
+        # unprocessed, so a commit would pass them; the compiled one leaves them
+        # unacknowledged, so every later commit would wait). Such records wait here.
+        if (
+            self.app.rebalancing
+            or not self.app.flow_control.is_active()
+            or message.generation_id != self.app.consumer_generation_id
+        ):
+            return False
+        return self.delivery.admit(tp, message)
+
+    async def note_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
+        # Under exactly-once, offsets that hold no record are Delivery's business.
+        if not self.in_transaction:
+            await super().note_gap(tp, offset_from, offset_to)
+
+    def committable_offsets(self, tps: Iterable[TP]) -> dict[TP, int]:
+        if not self.in_transaction:
+            return super().committable_offsets(tps)
+        offsets = {}
+        committed_offsets = faust_internals.committed_offsets(self)
+        for tp in tps:
+            offset = self.delivery.committable(tp)
+            committed = committed_offsets[tp]
+            if offset is not None and (committed is None or offset > committed):
+                offsets[tp] = offset
+            if committed is not None:  # Faust's own ack lists decide nothing here: keep them short
+                faust_internals.forget_acks_below(self, tp, committed)
+        return offsets
+
+    async def seek_to_committed(self) -> Mapping[TP, Optional[int]]:
+        if self.in_transaction:
+            return await self._position_sources()
+        offsets = await super().seek_to_committed()
+        sources = {tp: offset for tp, offset in offsets.items() if tp.topic not in self.app.tables.changelog_topics}
+        log.info("Resuming from committed offsets: %s", _offsets_text(sources))
+        return offsets
+
+    async def highwaters(self, *partitions: TP) -> Mapping[TP, int]:
+        # Faust's recovery asks where each changelog ends and takes a partition as
+        # restored once it has applied the record just before that end. Faust reads
+        # the end from the last fetch response, which may not exist yet for a partition
+        # just assigned; and under transactions the offsets before the end hold commit
+        # markers, not records. Asked of the broker: the offset past the last committed record.
+        if self.in_transaction:
+            return await self.transactions.restore_ends(partitions)
+        return await super().highwaters(*partitions)
+
+    async def position(self, tp: TP) -> Optional[int]:
+        if self.in_transaction and tp.topic in self.app.tables.changelog_topics:
+            # Faust's recovery asks this only to guess, after a quiet spell, that what is
+            # left of a changelog is transaction markers, and then skips to its end. The
+            # consumer's position runs ahead of records not yet applied (fetched, or
+            # queued for the tables), which that guess skipped. highwaters() says where
+            # the last record is, so no guess is needed: answer how far recovery applied.
+            recovery = self.app.tables.recovery
+            applied = recovery.active_offsets.get(tp, recovery.standby_offsets.get(tp))
+            return -1 if applied is None else applied
+        return await super().position(tp)
+
+    async def seek_to_beginning(self, *partitions: TP) -> None:
+        # declared by Faust's consumer but left unimplemented by its aiokafka driver
+        aio_partitions = [AioTopicPartition(tp.topic, tp.partition) for tp in partitions]
+        await self.call_on_consumer_thread(self.aiokafka_consumer().seek_to_beginning, *aio_partitions)
+
+    def topic_partitions(self, topic: str) -> Optional[int]:
+        # Right after Faust creates a changelog topic, the consumer's metadata can list
+        # it with no partitions, and Faust's check of a table's partitions against its
+        # source topic then fails on every event, for minutes. Unknown (None) skips the
+        # check until a metadata refresh, asked for here, brings the real count.
+        count = super().topic_partitions(topic)
+        if count == 0:
+            self.refresh_metadata()
+            return None
+        return count
+
+    async def _seek_source(self, tp: TP, offset: int) -> None:
+        """Seek an input partition; Delivery ignores its records from fetches that overlap the seek."""
+        with self.delivery.seeking(tp):
+            await self.seek_partition(tp, offset)
+
+    async def seek_partition(self, tp: TP, offset: int) -> None:
+        # On the consumer's own thread: a seek from this one races with a fetch
+        # in progress there (aiokafka then fails with a KeyError in its fetcher).
+        await self.call_on_consumer_thread(self.aiokafka_consumer().seek, tp, offset)
+
+    async def _position_sources(self) -> Mapping[TP, Optional[int]]:
+        """Seek each owned input partition to where handing out resumes; return the committed offsets.
+
+        Faust calls this when recovery completes, and again whenever it fetches
+        while the flow is stopped. The first time in an assignment a partition
+        starts at its stable committed offset (a plain offset fetch can return
+        the offset before a transaction whose commit markers are still being
+        written; this one waits for them), or at its first offset if the group
+        never committed it. Later it resumes after the last record handed out.
+        """
+        generation = self.app.consumer_generation_id
+        # Only claimed partitions: a claim fences the previous owner, after which its committed offset is final.
+        sources = [
+            tp
+            for tp in self.assignment()
+            if tp.topic not in self.app.tables.changelog_topics and self.transactions.owns(tp)
+        ]
+        never_positioned = [tp for tp in sources if self.delivery.resume_point(tp) is None]
+        try:
+            committed = await self.transactions.stable_committed_offsets(sources)
+            never_committed = [tp for tp in never_positioned if committed.get(tp) is None]
+            first_offsets = await self.earliest_offsets(*never_committed) if never_committed else {}
+        except (KafkaException, AioKafkaError) as exc:
+            # The broker is away for longer than the reads wait (a restart on a busy machine).
+            # Unpositioned partitions hand nothing out; the next assignment positions them.
+            log.warning("Could not read where to resume (%s); rejoining the group to try again", exc)
+            self.request_rejoin()
+            return {}
+        started: dict[TP, int] = {}
+        resumed: dict[TP, int] = {}
+        for tp in sources:
+            if tp in never_positioned:
+                start = committed.get(tp)
+                started[tp] = start if start is not None else first_offsets[tp]
+            elif (resume := self.delivery.resume_point(tp)) is not None:
+                resumed[tp] = resume
+
+        def still_owned(tp: TP) -> bool:  # else a rebalance overtook this; the next positioning starts afresh
+            return self.app.consumer_generation_id == generation and self.transactions.owns(tp)
+
+        for tp, offset in {**started, **resumed}.items():
+            if not still_owned(tp):
+                continue
+            await self._seek_source(tp, offset)
+            if tp in started and still_owned(tp):
+                self.delivery.position(tp, offset)
+        if started:
+            log.info("Resuming from committed offsets: %s", _offsets_text(started))
+        if resumed:
+            log.info("Resuming after the records already handed out: %s", _offsets_text(resumed))
+        return committed
+
+    async def _commit_all_processed(self, attempts: int = 5) -> None:
+        # commit() only joins a commit already running, which may have started
+        # before the last events were processed: repeat until none is left
+        for _ in range(attempts):
+            if not self._processed_uncommitted():
+                return
+            await self.commit()
+
+    def _processed_uncommitted(self) -> bool:
+        if self.in_transaction:
+            return bool(self.committable_offsets(self.assignment()))
+        return faust_internals.has_pending_acks(self)
+
+    async def on_stop(self) -> None:
+        await super().on_stop()
+        if self.in_transaction and self.transactions.stopped_cleanly():
+            tabledir = Path(self.app.conf.tabledir)
+            tabledir.mkdir(parents=True, exist_ok=True)
+            (tabledir / CLEAN_SHUTDOWN_MARKER).touch()
+
+
+def _offsets_text(offsets: Mapping[TP, Optional[int]]) -> str:
+    return ", ".join(f"{tp.topic}[{tp.partition}]={offset}" for tp, offset in sorted(offsets.items()))

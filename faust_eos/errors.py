@@ -1,0 +1,22 @@
+"""What faust-eos raises when an app uses exactly-once in a way it cannot honour."""
+from __future__ import annotations
+
+
+class SendNotCommittable(RuntimeError):
+    """A record was sent, or waited for, in a way exactly-once cannot commit."""
+
+
+class StoreCannotExpire(RuntimeError):
+    """A windowed table with expiry is on a store whose expiry would not reach its changelog."""
+
+
+class MissingTopic(RuntimeError):
+    """Records are sent to a topic the cluster lacks, and this app may not create it."""
+
+
+def wait_inside_event_refused() -> SendNotCommittable:
+    return SendNotCommittable(
+        "waiting for a record sent while an agent processes an event (send_and_wait, or awaiting send()'s "
+        "future) would wait for the commit that waits for that event to finish: under exactly_once send() "
+        "and go on; its future resolves when the transaction commits"
+    )
