@@ -14,10 +14,10 @@ app that asks for something exactly-once cannot do: :mod:`faust_eos.errors`.
 """
 from faust.stores import STORES
 
-from faust_eos.errors import MissingTopic, SendNotCommittable, StoreCannotExpire
+from faust_eos.errors import MissingTopic, SendNotCommittable, SettingRefused, StoreCannotExpire
 from faust.transport.drivers import TRANSPORTS
 
 TRANSPORTS.aliases.setdefault("eos", "faust_eos.transport:Transport")
 STORES.aliases.setdefault("eos-rocksdb", "faust_eos.store:Store")
 
-__all__ = ["MissingTopic", "SendNotCommittable", "StoreCannotExpire"]
+__all__ = ["MissingTopic", "SendNotCommittable", "SettingRefused", "StoreCannotExpire"]

@@ -10,6 +10,10 @@ class StoreCannotExpire(RuntimeError):
     """A windowed table with expiry is on a store whose expiry would not reach its changelog."""
 
 
+class SettingRefused(RuntimeError):
+    """A Faust setting would let records bypass the transactions."""
+
+
 class MissingTopic(RuntimeError):
     """Records are sent to a topic the cluster lacks, and this app may not create it."""
 

@@ -103,8 +103,8 @@ class ConsumerHooks(faust_aiokafka.Consumer):
         """Per partition of ``tps``, the offset the next commit may reach (only those that moved)."""
         return super()._filter_committable_offsets(tps)
 
-    async def _seek(self, tp: TP, offset: int) -> None:
-        await self.seek_partition(tp, offset)
+    async def _seek(self, partition: TP, offset: int) -> None:
+        await self.seek_partition(partition, offset)
 
     async def seek_partition(self, tp: TP, offset: int) -> None:
         """Move the fetch position of ``tp``; every seek Faust makes comes here."""

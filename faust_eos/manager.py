@@ -23,7 +23,13 @@ from faust.types.tuples import FutureMessage, RecordMetadata
 
 from faust_eos import faust_internals
 from faust_eos.commit import PartitionCommits
-from faust_eos.errors import MissingTopic, SendNotCommittable, StoreCannotExpire, wait_inside_event_refused
+from faust_eos.errors import (
+    MissingTopic,
+    SendNotCommittable,
+    SettingRefused,
+    StoreCannotExpire,
+    wait_inside_event_refused,
+)
 from faust_eos.offsets import CommittedOffsets
 from faust_eos.outside import OutsideEventSends, outside_transactional_id, worker_id
 from faust_eos.staging import UNBOUND, Source, SourceTP, StagedRecord, Staging
@@ -77,6 +83,7 @@ class TransactionManager(FaustTransactionManager):
 
     # -- lifecycle -----------------------------------------------------------
     async def on_start(self) -> None:
+        refuse_settings_that_bypass_transactions(self.app.conf)
         refuse_tables_that_cannot_expire(self.app.tables.values())
         wipe_tables_after_unclean_stop(Path(self.app.conf.tabledir))
         self._committed = CommittedOffsets(self._bootstrap_servers(), self.app.conf.id)
@@ -408,14 +415,24 @@ def _record(topic, key, value, partition, timestamp, headers, source_offset, com
     )
 
 
+def refuse_settings_that_bypass_transactions(conf: Any) -> None:
+    """Raise :class:`SettingRefused` for a Faust setting under which records would skip their event's transaction."""
+    if conf.stream_publish_on_commit:
+        raise SettingRefused(
+            "stream_publish_on_commit=True makes Faust send an event's records when offsets commit, outside the "
+            "event, so they could not commit with it: leave it off under exactly_once (the records are held "
+            "until their transaction commits anyway)"
+        )
+
+
 def refuse_tables_that_cannot_expire(tables: Iterable[Any]) -> None:
     """Raise :class:`StoreCannotExpire` for a table whose window expiry would not reach its changelog."""
     for table in tables:
         if expires_windows(table) and not isinstance(table.data, ExpiringStore):
             raise StoreCannotExpire(
                 f"table {table.name!r} expires old windows, which its store deletes locally only (restores "
-                "would bring them back): under exactly_once give it the store 'eos-rocksdb://' "
-                "(faust.App(store=...) or app.Table(..., store=...))"
+                "would bring them back): under exactly_once give the app store='eos-rocksdb://' (Faust ignores "
+                "a table's own store URL when nothing follows its scheme)"
             )
 
 

@@ -9,7 +9,8 @@ Under exactly-once that tombstone commits in the table partition's next
 transaction, with the input partition that writes the table; under
 at-least-once it is sent at once.
 
-Use it for windowed tables with expiry under ``eos://``::
+Use it for windowed tables with expiry under ``eos://``, as the app's store
+(Faust ignores a table's own ``store=`` URL when nothing follows its scheme)::
 
     app = faust.App(..., broker="eos://...", store="eos-rocksdb://")
 """

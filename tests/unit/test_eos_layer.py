@@ -5,7 +5,13 @@ import sys
 import faust
 import pytest
 
-from faust_eos.manager import DEFAULT_TRANSACTION_TIMEOUT_MS, transaction_timeout_ms
+from faust_eos import SettingRefused, StoreCannotExpire
+from faust_eos.manager import (
+    DEFAULT_TRANSACTION_TIMEOUT_MS,
+    refuse_settings_that_bypass_transactions,
+    refuse_tables_that_cannot_expire,
+    transaction_timeout_ms,
+)
 
 
 def test_importing_the_transport_builds_no_app_and_reads_no_environment():
@@ -42,3 +48,23 @@ def test_transaction_timeout_is_read_from_the_broker_url():
 def test_a_bad_transaction_timeout_is_refused_with_its_value(value):
     with pytest.raises(ValueError, match="transaction_timeout_ms"):
         transaction_timeout_ms(broker_urls(f"eos://localhost:9092?transaction_timeout_ms={value}"))
+
+
+def test_publishing_records_at_commit_time_is_refused_under_exactly_once():
+    conf = faust.App("x", broker="eos://localhost:9092", stream_publish_on_commit=True).conf
+    with pytest.raises(SettingRefused, match="stream_publish_on_commit=True"):
+        refuse_settings_that_bypass_transactions(conf)
+    refuse_settings_that_bypass_transactions(faust.App("y", broker="eos://localhost:9092").conf)
+
+
+def test_a_windowed_table_with_expiry_needs_the_expiring_store(tmp_path):
+    app = faust.App("x", broker="eos://localhost:9092", datadir=str(tmp_path), store="rocksdb://")
+    app.Table("plain", default=int)
+    app.Table("expiring", default=int).tumbling(10, expires=60)
+    with pytest.raises(StoreCannotExpire, match="table 'expiring' expires old windows"):
+        refuse_tables_that_cannot_expire(app.tables.values())
+
+    fixed = faust.App("y", broker="eos://localhost:9092", datadir=str(tmp_path), store="eos-rocksdb://")
+    fixed.Table("plain", default=int)
+    fixed.Table("expiring", default=int).tumbling(10, expires=60)
+    refuse_tables_that_cannot_expire(fixed.tables.values())
