@@ -2,9 +2,9 @@
 
 No release of those libraries promises to keep what is named here, so faust-eos
 accepts only the releases it was tested with (:func:`require_tested_versions`,
-called when this module is imported, before any of it is used), and ``tests/unit/test_faust_contract.py``
-checks each behaviour relied on against the installed Faust. The rest of the
-library uses Faust's public names, or these helpers.
+called when this module is imported, before any of it is used), and the tests
+``tests/unit/test_faust_contract*.py`` check each behaviour relied on against the
+installed Faust. The rest of the library uses Faust's public names, or these helpers.
 
 Private names used, and why:
 
