@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import urllib.request
 import uuid
 
 from confluent_kafka import Producer
