@@ -80,9 +80,12 @@ class TransactionManager(FaustTransactionManager):
         self._changelog_sources: dict[tuple[str, int], SourceTP] = {}
         self._topics_seen: set[str] = set()
         self._topics_to_declare: set[str] = set()
+        self._changelog_topics: frozenset[str] = frozenset()  # set at start, read for every record staged
 
     # -- lifecycle -----------------------------------------------------------
     async def on_start(self) -> None:
+        # every table registered itself when declared; Faust's own property builds a new set each call
+        self._changelog_topics = frozenset(self.app.tables.changelog_topics)
         refuse_settings_that_bypass_transactions(self.app.conf)
         refuse_tables_that_cannot_expire(self.app.tables.values())
         wipe_tables_after_unclean_stop(Path(self.app.conf.tabledir))
@@ -174,7 +177,7 @@ class TransactionManager(FaustTransactionManager):
         """
         self._note_topic(topic)
         event = current_event()
-        changelog = (topic, partition) if topic in self.app.tables.changelog_topics else None
+        changelog = (topic, partition) if topic in self._changelog_topics else None
         if event is not None:
             source = Source(event.message.topic, event.message.partition, event.message.offset)
             if changelog is not None:
@@ -202,7 +205,7 @@ class TransactionManager(FaustTransactionManager):
         if topic in self._topics_seen:
             return
         self._topics_seen.add(topic)
-        if topic not in self.app.tables.changelog_topics:  # Faust creates changelogs itself
+        if topic not in self._changelog_topics:  # Faust creates changelogs itself
             self._topics_to_declare.add(topic)
 
     async def _declare_new_topics(self) -> None:
