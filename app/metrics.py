@@ -23,7 +23,7 @@ from prometheus_client.core import REGISTRY, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from config import settings
-from faust_eos.faust_internals import table_partition_dbs
+from faust_eos.store import Store
 from kafka_ops.offsets import PartitionOffsets, WatermarkReader, read_offsets
 
 log = logging.getLogger(__name__)
@@ -240,14 +240,8 @@ async def _positions(app: Any, tps: Iterable[TP]) -> dict[TP, Optional[int]]:
 def _table_keys(tables: list[Any]) -> dict[tuple[str, int], int]:
     sizes: dict[tuple[str, int], int] = {}
     for table in tables:
-        dbs = table_partition_dbs(table.data)
-        if dbs is None:
-            continue
-        for partition, db in list(dbs.items()):
-            try:
-                sizes[(table.name, partition)] = sum(1 for _ in db.keys())
-            except Exception:  # the partition was closed (wiped or revoked) meanwhile
-                continue
+        if isinstance(table.data, Store):
+            sizes.update({(table.name, p): n for p, n in table.data.committed_key_counts().items()})
     return sizes
 
 

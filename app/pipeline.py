@@ -18,13 +18,12 @@ app = faust.App(
     broker=f"eos://{settings.bootstrap_servers}?transaction_timeout_ms={settings.transaction_timeout_ms}",
     processing_guarantee=settings.processing_guarantee,
     broker_commit_interval=settings.commit_interval_ms / 1000,
-    store="rocksdb://",
+    store="eos-rocksdb://",
     datadir=str(settings.data_dir),
     topic_partitions=settings.partitions,
     topic_replication_factor=settings.replication_factor,
     topic_disable_leader=True,
-    # Standby replicas restore changelogs in the background; under exactly-once
-    # that may race with wiping a partition's uncommitted local state: off by default.
+    # off by default until the fault harness has a standby scenario (README, Known limitations)
     table_standby_replicas=settings.standby_replicas,
     broker_session_timeout=settings.session_timeout_s,
     broker_heartbeat_interval=max(settings.session_timeout_s / 10, 0.5),

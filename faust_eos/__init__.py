@@ -1,12 +1,12 @@
 """Exactly-once processing for any Faust app.
 
-Enable it with one line: point the app at the ``eos://`` transport and ask
-for exactly-once::
+Enable it on the app: the ``eos://`` transport, the ``eos-rocksdb://`` store,
+and exactly-once::
 
-    app = faust.App("my-app", broker="eos://localhost:9092", processing_guarantee="exactly_once")
+    app = faust.App("my-app", broker="eos://localhost:9092", store="eos-rocksdb://",
+                    processing_guarantee="exactly_once")
 
-Windowed tables with expiry also need the store ``eos-rocksdb://``
-(:mod:`faust_eos.store`). Both are registered for Faust when this package is
+The store (:mod:`faust_eos.store`) holds only committed table state. Both are registered for Faust when this package is
 installed, through entry points; importing :mod:`faust_eos` registers them too.
 How it works: :mod:`faust_eos.transport`; the commit itself:
 :mod:`faust_eos.commit` and :mod:`faust_eos.transaction`. What it raises at an
@@ -14,10 +14,10 @@ app that asks for something exactly-once cannot do: :mod:`faust_eos.errors`.
 """
 from faust.stores import STORES
 
-from faust_eos.errors import MissingTopic, SendNotCommittable, SettingRefused, StoreCannotExpire
+from faust_eos.errors import MissingTopic, SendNotCommittable, SettingRefused, StoreRefused
 from faust.transport.drivers import TRANSPORTS
 
 TRANSPORTS.aliases.setdefault("eos", "faust_eos.transport:Transport")
 STORES.aliases.setdefault("eos-rocksdb", "faust_eos.store:Store")
 
-__all__ = ["MissingTopic", "SendNotCommittable", "SettingRefused", "StoreCannotExpire"]
+__all__ = ["MissingTopic", "SendNotCommittable", "SettingRefused", "StoreRefused"]

@@ -5,29 +5,31 @@ The transaction manager hands each round the offsets Faust wants committed
 through the same steps, numbered in :meth:`PartitionCommits._commit_partition`:
 
 1. its producer: none means the partition is no longer owned, and it is given up;
-2. the records staged by its events below the offset are taken;
+2. the records staged by its events below the offset are taken, and of each
+   table key's changelog writes only the last is kept;
 3. one transaction produces them and commits the offset;
 4. the outcome decides the one recovery action:
 
-   * committed: the records' futures resolve;
+   * committed: the table writes go to the local stores with their new
+     checkpoints, then the records' futures resolve;
    * :class:`TransactionFailed` (aborted, nothing visible): the records are
      put back and the offset is committed again at the next round;
    * :class:`ProducerFenced` or :class:`TransactionStuck`: the partition is
-     given up: its staged records and its producer are dropped, its table
-     partitions are marked dirty (wiped at the next rebalance) and the group
-     is asked to rebalance, so whoever claims it next starts from its last
-     committed offset.
+     given up: its staged records and its producer are dropped, the table
+     writes they carried are released (the stores still hold the last
+     committed state) and the group is asked to rebalance, so whoever claims
+     it next starts from its last committed offset.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Mapping, MutableMapping, Protocol, Sequence
+from typing import Callable, Container, Mapping, MutableMapping, Protocol, Sequence
 
 from aiokafka.structs import RecordMetadata
 
 from faust_eos import metrics
-from faust_eos.staging import SourceTP, StagedRecord, Staging
+from faust_eos.staging import SourceTP, StagedRecord, Staging, last_write_per_key, resolve
 from faust_eos.transaction import ProducerFenced, TransactionFailed, TransactionStuck
 
 log = logging.getLogger(__name__)
@@ -41,27 +43,37 @@ class Transaction(Protocol):
     def close(self) -> None: ...
 
 
+class TableWrites(Protocol):
+    """Where the table writes a round carries go (:class:`faust_eos.table_state.TableState`)."""
+
+    changelog_topics: Container[str]
+
+    def committed(self, records: Sequence[StagedRecord], metadata: Sequence[RecordMetadata]) -> None: ...
+
+    def dropped(self, records: Sequence[StagedRecord]) -> None: ...
+
+
 class PartitionCommits:
-    """Runs commit rounds and keeps what failed ones leave behind: offsets to retry, dirty tables."""
+    """Runs commit rounds and keeps the offsets failed ones leave behind, to retry."""
 
     def __init__(
         self,
         staging: Staging,
         transactions: MutableMapping[SourceTP, Transaction],
+        tables: TableWrites,
         request_rejoin: Callable[[], None],
     ) -> None:
         self.staging = staging
         #: the producers of the partitions this worker claimed (shared with the manager, which claims them)
         self.transactions = transactions
+        self.tables = tables
         self._request_rejoin = request_rejoin
         #: offsets whose commit failed, committed again at the next round
         self.retries: dict[SourceTP, int] = {}
-        #: table partitions that may hold effects of events that never committed
-        self.dirty: set[int] = set()
 
     def settled(self) -> bool:
-        """True if no commit waits for a retry and no table partition is dirty."""
-        return not self.retries and not self.dirty
+        """True if no commit waits for a retry."""
+        return not self.retries
 
     async def run(self, offsets: Mapping[SourceTP, int]) -> dict[SourceTP, bool]:
         """Commit each partition up to its offset, and the retries; per partition, whether it committed."""
@@ -77,11 +89,12 @@ class PartitionCommits:
         if transaction is None:
             self.give_up(tp, f"no producer for {tp.topic}[{tp.partition}]: partition not owned")
             return False
-        # 2. Exactly the records caused by the events being committed.
+        # 2. Exactly the records caused by the events being committed; a table key's last write only.
         records = self.staging.take(tp, offset)
+        to_send, replaced = last_write_per_key(records, self.tables.changelog_topics)
         # 3. One transaction: the records, then the offset.
         try:
-            metadata = await transaction.commit(records, offset)
+            metadata = await transaction.commit(to_send, offset)
         # 4. One recovery per outcome.
         except TransactionFailed as exc:
             log.warning("Commit of %s[%d] up to %d failed, will retry: %s", tp.topic, tp.partition, offset, exc)
@@ -100,14 +113,14 @@ class PartitionCommits:
             self._request_rejoin()
             return False
         self.retries.pop(tp, None)
-        for record, md in zip(records, metadata):
-            record.on_committed(md)
+        self.tables.committed(to_send, metadata)
+        resolve(to_send, replaced, metadata)
         return True
 
     def give_up(self, tp: SourceTP, why: str) -> None:
         """Drop what ``tp``'s events staged: this worker cannot commit it any more."""
         dropped = self.staging.discard(tp)
         if dropped:
-            self.dirty.add(tp.partition)
-            log.warning("Dropped %d uncommitted records of %s[%d]: %s", dropped, tp.topic, tp.partition, why)
+            self.tables.dropped(dropped)
+            log.warning("Dropped %d uncommitted records of %s[%d]: %s", len(dropped), tp.topic, tp.partition, why)
         self.retries.pop(tp, None)

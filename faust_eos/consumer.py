@@ -9,7 +9,6 @@ partitions move.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any, AsyncIterator, Iterable, Mapping, Optional, Set
 
 from aiokafka.errors import KafkaError as AioKafkaError
@@ -18,9 +17,11 @@ from confluent_kafka import KafkaException
 from faust.types import TP
 
 from faust_eos import faust_internals
+from faust_eos.at_least_once import HeldChangelogs
 from faust_eos.delivery import Delivery
 from faust_eos.faust_internals import ConsumerHooks
-from faust_eos.manager import CLEAN_SHUTDOWN_MARKER
+from faust_eos.offsets import CommittedOffsets, bootstrap_servers
+from faust_eos.table_state import TableState
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +41,29 @@ class Consumer(ConsumerHooks):
         #: input partitions whose offsets really committed since start: one per transaction
         #: under exactly_once, one per partition of an offset commit the group accepted otherwise
         self.partitions_committed = 0
+        self._held_changelogs: Optional[HeldChangelogs] = None
+        self._offsets_reader: Optional[CommittedOffsets] = None  # at-least-once's; exactly-once reads through its transactions
+
+    @property
+    def held_changelogs(self) -> HeldChangelogs:
+        """Under at-least-once: the table writes waiting for their events' offsets to commit."""
+        if self._held_changelogs is None:
+            tables = TableState(self.app.tables.values(), other_stores_allowed=True)
+            self._held_changelogs = HeldChangelogs(tables, self.app.producer)
+        return self._held_changelogs
 
     def count_committed(self, partitions: int) -> None:
         """Count commits that succeeded; Faust records offsets as committed even when a commit fails."""
         self.partitions_committed += partitions
 
     async def commit_to_group(self, offsets: Mapping[TP, int]) -> bool:
+        # At-least-once: Faust has flushed the outputs; the table writes of the same events go next.
+        if not self.in_transaction:
+            try:
+                await self.held_changelogs.write_up_to(offsets)
+            except AioKafkaError as exc:
+                log.warning("Table writes did not reach their changelogs, offsets not committed: %s", exc)
+                return False
         accepted = await super().commit_to_group(offsets)
         if accepted:
             self.count_committed(len(offsets))
@@ -68,11 +86,11 @@ class Consumer(ConsumerHooks):
             log.info("Handing over partitions; committed offsets: %s",
                      _offsets_text(faust_internals.committed_offsets(self)))
         self.delivery.close()  # nothing more is handed out or committed until the next positioning
+        if not self.in_transaction:
+            self.held_changelogs.drop(revoked)
         await super().on_partitions_revoked(revoked)
 
     async def fetch_batch(self, active_partitions: Optional[Set[TP]], timeout: float) -> Mapping[TP, list]:
-        if not self.in_transaction:
-            return await super().fetch_batch(active_partitions, timeout)
         started = self.delivery.fetch_started()
         records = await super().fetch_batch(active_partitions, timeout)
         offered, ignored = self.delivery.fetched(records, started)
@@ -83,8 +101,7 @@ class Consumer(ConsumerHooks):
         return offered
 
     def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Any]]:
-        fetched = super().getmany(timeout)
-        return self._admitted(fetched) if self.in_transaction else fetched
+        return self._admitted(super().getmany(timeout))
 
     async def _admitted(self, fetched: AsyncIterator[tuple[TP, Any]]) -> AsyncIterator[tuple[TP, Any]]:
         changelogs = self.app.tables.changelog_topics
@@ -108,13 +125,9 @@ class Consumer(ConsumerHooks):
         return self.delivery.admit(tp, message)
 
     async def note_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
-        # Under exactly-once, offsets that hold no record are Delivery's business.
-        if not self.in_transaction:
-            await super().note_gap(tp, offset_from, offset_to)
+        """Offsets that hold no record are Delivery's business."""
 
     def committable_offsets(self, tps: Iterable[TP]) -> dict[TP, int]:
-        if not self.in_transaction:
-            return super().committable_offsets(tps)
         offsets = {}
         committed_offsets = faust_internals.committed_offsets(self)
         for tp in tps:
@@ -127,12 +140,7 @@ class Consumer(ConsumerHooks):
         return offsets
 
     async def seek_to_committed(self) -> Mapping[TP, Optional[int]]:
-        if self.in_transaction:
-            return await self._position_sources()
-        offsets = await super().seek_to_committed()
-        sources = {tp: offset for tp, offset in offsets.items() if tp.topic not in self.app.tables.changelog_topics}
-        log.info("Resuming from committed offsets: %s", _offsets_text(sources))
-        return offsets
+        return await self._position_sources()
 
     async def highwaters(self, *partitions: TP) -> Mapping[TP, int]:
         # Faust's recovery asks where each changelog ends and takes a partition as
@@ -193,15 +201,10 @@ class Consumer(ConsumerHooks):
         never committed it. Later it resumes after the last record handed out.
         """
         generation = self.app.consumer_generation_id
-        # Only claimed partitions: a claim fences the previous owner, after which its committed offset is final.
-        sources = [
-            tp
-            for tp in self.assignment()
-            if tp.topic not in self.app.tables.changelog_topics and self.transactions.owns(tp)
-        ]
+        sources = [tp for tp in self.assignment() if tp.topic not in self.app.tables.changelog_topics and self._owns(tp)]
         never_positioned = [tp for tp in sources if self.delivery.resume_point(tp) is None]
         try:
-            committed = await self.transactions.stable_committed_offsets(sources)
+            committed = await self._committed_offsets(sources)
             never_committed = [tp for tp in never_positioned if committed.get(tp) is None]
             first_offsets = await self.earliest_offsets(*never_committed) if never_committed else {}
         except (KafkaException, AioKafkaError) as exc:
@@ -220,7 +223,7 @@ class Consumer(ConsumerHooks):
                 resumed[tp] = resume
 
         def still_owned(tp: TP) -> bool:  # else a rebalance overtook this; the next positioning starts afresh
-            return self.app.consumer_generation_id == generation and self.transactions.owns(tp)
+            return self.app.consumer_generation_id == generation and self._owns(tp)
 
         for tp, offset in {**started, **resumed}.items():
             if not still_owned(tp):
@@ -243,16 +246,27 @@ class Consumer(ConsumerHooks):
             await self.commit()
 
     def _processed_uncommitted(self) -> bool:
+        return bool(self.committable_offsets(self.assignment()))
+
+    def _owns(self, tp: TP) -> bool:
+        # Under exactly-once only claimed partitions: a claim fences the previous owner,
+        # after which its committed offset is final.
+        return self.transactions.owns(tp) if self.in_transaction else True
+
+    async def _committed_offsets(self, tps: list[TP]) -> Mapping[TP, Optional[int]]:
         if self.in_transaction:
-            return bool(self.committable_offsets(self.assignment()))
-        return faust_internals.has_pending_acks(self)
+            return await self.transactions.stable_committed_offsets(tps)
+        if not tps:
+            return {}
+        if self._offsets_reader is None:
+            self._offsets_reader = CommittedOffsets(bootstrap_servers(self.app.conf.broker), self.app.conf.id)
+        return await self.loop.run_in_executor(None, self._offsets_reader.read, tps)
 
     async def on_stop(self) -> None:
         await super().on_stop()
-        if self.in_transaction and self.transactions.stopped_cleanly():
-            tabledir = Path(self.app.conf.tabledir)
-            tabledir.mkdir(parents=True, exist_ok=True)
-            (tabledir / CLEAN_SHUTDOWN_MARKER).touch()
+        if self._offsets_reader is not None:
+            self._offsets_reader.interrupt()
+            self._offsets_reader.close()
 
 
 def _offsets_text(offsets: Mapping[TP, Optional[int]]) -> str:

@@ -6,8 +6,8 @@ class SendNotCommittable(RuntimeError):
     """A record was sent, or waited for, in a way exactly-once cannot commit."""
 
 
-class StoreCannotExpire(RuntimeError):
-    """A windowed table with expiry is on a store whose expiry would not reach its changelog."""
+class StoreRefused(RuntimeError):
+    """A table is on a store, or written in a way, that exactly-once cannot keep consistent."""
 
 
 class SettingRefused(RuntimeError):

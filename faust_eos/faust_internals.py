@@ -28,9 +28,13 @@ Private names used, and why:
 * aiokafka's ``AIOKafkaConsumer._coordinator`` (``request_rejoin``) and
   ``AIOKafkaConsumer._client`` (``force_metadata_update``): asking for a rebalance,
   and for fresh metadata.
-* the RocksDB store's ``_dbs``: its open database per table partition
-  (:func:`table_partition_dbs`, :func:`close_table_partition`, :func:`partitions_holding`),
-  and ``_encode_key``: a key as the store writes it.
+* the RocksDB store's ``_get``, ``_set``, ``_del``, ``_contains``, ``_iterkeys``,
+  ``_itervalues``, ``_iteritems`` and ``_size`` (overridden through
+  :class:`StoreHooks`): every read and write of a table's local state.
+* the RocksDB store's ``_dbs`` and ``_db_for_partition``: its open database per
+  table partition (:func:`table_partition_dbs`, :meth:`StoreHooks.partition_db`,
+  :func:`close_table_partition`), and ``_encode_key``: a key as the store writes it
+  (:func:`encoded_key`).
 """
 from __future__ import annotations
 
@@ -38,6 +42,7 @@ import importlib.metadata
 import sys
 from typing import Any, Callable, Iterable, Mapping, MutableMapping, Optional
 
+from faust.stores import rocksdb
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
@@ -149,20 +154,14 @@ def forget_acks_below(consumer: Any, tp: TP, offset: int) -> None:
     consumer._acked_index[tp].intersection_update(acked)
 
 
-def has_pending_acks(consumer: Any) -> bool:
-    """Whether Faust holds acknowledged offsets it has not committed."""
-    return any(consumer._acked.values())
-
-
 def table_partition_dbs(store: Any) -> Optional[Mapping[int, Any]]:
     """A RocksDB store's open database per table partition; None for other stores."""
     return getattr(store, "_dbs", None)
 
 
-def partitions_holding(store: Any, key: Any) -> list[int]:
-    """The table partitions whose RocksDB database holds ``key`` (as the table sees it)."""
-    raw = store._encode_key(key)
-    return [partition for partition, db in list(store._dbs.items()) if db.get(raw) is not None]
+def encoded_key(store: Any, key: Any) -> bytes:
+    """``key`` (as the table sees it) in the bytes the store and the changelog hold."""
+    return store._encode_key(key)
 
 
 def close_table_partition(store: Any, partition: int) -> None:
@@ -170,3 +169,68 @@ def close_table_partition(store: Any, partition: int) -> None:
     db = store._dbs.pop(partition, None)
     if db is not None:
         db.close()
+
+
+class StoreHooks(rocksdb.Store):
+    """Faust's RocksDB store with the private hooks faust-eos overrides under public names.
+
+    Keys and values are bytes, as the changelog carries them. Each hook defaults
+    to Faust's own behaviour.
+    """
+
+    def _get(self, key: bytes) -> Optional[bytes]:
+        return self.read_key(key)
+
+    def read_key(self, key: bytes) -> Optional[bytes]:
+        """The value of ``key``, None if absent."""
+        return super()._get(key)
+
+    def _contains(self, key: bytes) -> bool:
+        return self.holds_key(key)
+
+    def holds_key(self, key: bytes) -> bool:
+        return super()._contains(key)
+
+    def _set(self, key: bytes, value: Optional[bytes]) -> None:
+        self.write_key(key, value)
+
+    def write_key(self, key: bytes, value: Optional[bytes]) -> None:
+        """A table write, called after the table sent the key's changelog record."""
+        super()._set(key, value)
+
+    def _del(self, key: bytes) -> None:
+        self.delete_key(key)
+
+    def delete_key(self, key: bytes) -> None:
+        """A table delete, called after the table sent the key's tombstone (inside an event)."""
+        super()._del(key)
+
+    def _iteritems(self) -> Any:
+        return self.items_of_active_partitions()
+
+    def items_of_active_partitions(self) -> Any:
+        """Every (key, value) of the table partitions this worker serves."""
+        return super()._iteritems()
+
+    def _iterkeys(self) -> Any:
+        return (key for key, _ in self.items_of_active_partitions())
+
+    def _itervalues(self) -> Any:
+        return (value for _, value in self.items_of_active_partitions())
+
+    def _size(self) -> int:
+        return sum(1 for _ in self.items_of_active_partitions())
+
+    def partition_db(self, partition: int) -> Any:
+        """The database of table partition ``partition``, opened if it is not."""
+        return self._db_for_partition(partition)
+
+    def active_partition_dbs(self) -> dict[int, Any]:
+        """The open database of each table partition this worker serves actively (all of a global table's)."""
+        actives = self.app.assignor.assigned_actives()
+        topic = self.table.changelog_topic.get_topic_name()
+        return {
+            partition: db
+            for partition, db in list(self._dbs.items())
+            if self.table.is_global or TP(topic, partition) in actives
+        }

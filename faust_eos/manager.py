@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Optional, Set
@@ -21,25 +20,18 @@ from faust.transport.consumer import TransactionManager as FaustTransactionManag
 from faust.types import TP
 from faust.types.tuples import FutureMessage, RecordMetadata
 
-from faust_eos import faust_internals
 from faust_eos.commit import PartitionCommits
-from faust_eos.errors import (
-    MissingTopic,
-    SendNotCommittable,
-    SettingRefused,
-    StoreCannotExpire,
-    wait_inside_event_refused,
-)
-from faust_eos.offsets import CommittedOffsets
+from faust_eos.errors import MissingTopic, SendNotCommittable, SettingRefused, wait_inside_event_refused
+from faust_eos.offsets import CommittedOffsets, bootstrap_servers
 from faust_eos.outside import OutsideEventSends, outside_transactional_id, worker_id
-from faust_eos.staging import UNBOUND, Source, SourceTP, StagedRecord, Staging
-from faust_eos.store import Store as ExpiringStore, expires_windows
+from faust_eos.staging import UNBOUND, Source, SourceTP, Staging, future_resolver, staged_record
+from faust_eos.table_state import TableState
 from faust_eos.transaction import PartitionTransaction, TransactionStuck, transactional_id
 
 log = logging.getLogger(__name__)
 
-CLEAN_SHUTDOWN_MARKER = ".eos-clean-shutdown"
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
+DEFAULT_MAX_UNCOMMITTED_RECORDS = 100_000
 
 
 class CommitFuture(asyncio.Future):
@@ -69,12 +61,18 @@ class TransactionManager(FaustTransactionManager):
         super().__init__(*args, **kwargs)
         self.staging = Staging()
         self._transactions: dict[SourceTP, PartitionTransaction] = {}
-        self._commits = PartitionCommits(self.staging, self._transactions, lambda: self.consumer.request_rejoin())
+        self.tables = TableState()  # the app's tables join it at start
+        self._commits = PartitionCommits(
+            self.staging, self._transactions, self.tables, lambda: self.consumer.request_rejoin()
+        )
         self._group: Any = None
         self._committed: Optional[CommittedOffsets] = None
         self._ownership = asyncio.Lock()  # commits never overlap a change of owned partitions
         self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="eos-offsets")
         self._transaction_timeout_ms = transaction_timeout_ms(self.app.conf.broker)
+        #: staged records at which a commit starts early, so memory stays bounded
+        self._max_uncommitted = max_uncommitted_records(self.app.conf.broker)
+        self._early_commit: Optional[asyncio.Future] = None
         self.outside = OutsideEventSends(self._new_outside_transaction)
         # changelog partition -> the input partition whose events write it
         self._changelog_sources: dict[tuple[str, int], SourceTP] = {}
@@ -87,9 +85,8 @@ class TransactionManager(FaustTransactionManager):
         # every table registered itself when declared; Faust's own property builds a new set each call
         self._changelog_topics = frozenset(self.app.tables.changelog_topics)
         refuse_settings_that_bypass_transactions(self.app.conf)
-        refuse_tables_that_cannot_expire(self.app.tables.values())
-        wipe_tables_after_unclean_stop(Path(self.app.conf.tabledir))
-        self._committed = CommittedOffsets(self._bootstrap_servers(), self.app.conf.id)
+        self.tables.add(self.app.tables.values())
+        self._committed = CommittedOffsets(bootstrap_servers(self.app.conf.broker), self.app.conf.id)
         self._group = self._committed.group_metadata()
 
     async def on_stop(self) -> None:
@@ -102,10 +99,6 @@ class TransactionManager(FaustTransactionManager):
             self._committed.interrupt()  # a read still running gives up, so the close soon follows
             self._threads.submit(self._committed.close)
         self._threads.shutdown(wait=False)
-
-    def stopped_cleanly(self) -> bool:
-        """True if every staged record was committed and no local state is dirty."""
-        return not len(self.staging) and self._commits.settled()
 
     # -- sends -----------------------------------------------------------------
     async def send(
@@ -144,26 +137,13 @@ class TransactionManager(FaustTransactionManager):
             raise wait_inside_event_refused()
         self._note_topic(topic)
         await self._declare_new_topics()
-        return await self.outside.send_and_wait(_record(topic, key, value, partition, timestamp, headers, UNBOUND))
+        return await self.outside.send_and_wait(staged_record(topic, key, value, partition, timestamp, headers, UNBOUND))
 
     def stage_future_message(self, fut: FutureMessage) -> None:
         """Stage a record from ``Topic.send_soon`` (e.g. a table changelog write)."""
         message = fut.message
-
-        def committed(metadata: RecordMetadata) -> None:
-            fut.set_result(metadata)
-            if message.callback:
-                message.callback(fut)
-
-        self.stage(
-            message.channel.get_topic_name(),
-            message.key,
-            message.value,
-            message.partition,
-            message.timestamp,
-            message.headers,
-            committed,
-        )
+        self.stage(message.channel.get_topic_name(), message.key, message.value, message.partition,
+                   message.timestamp, message.headers, future_resolver(fut))
 
     def stage(self, topic, key, value, partition, timestamp, headers, committed) -> None:
         """Stage a record with the transaction it belongs to.
@@ -185,9 +165,21 @@ class TransactionManager(FaustTransactionManager):
         elif changelog is not None:
             source = self._changelog_source(changelog)
         else:
-            self.outside.add(_record(topic, key, value, partition, timestamp, headers, UNBOUND, committed))
+            self.outside.add(staged_record(topic, key, value, partition, timestamp, headers, UNBOUND, committed))
             return
-        self.staging.add(source, _record(topic, key, value, partition, timestamp, headers, source.offset, committed))
+        record = staged_record(topic, key, value, partition, timestamp, headers, source.offset, committed)
+        self.staging.add(source, record)
+        if changelog is not None:
+            self.tables.hold(record)
+        if len(self.staging) >= self._max_uncommitted and self._early_commit is None:
+            self._early_commit = asyncio.ensure_future(self._commit_early())
+
+    async def _commit_early(self) -> None:
+        """Commit before the interval ends: the records waiting for their transactions reached the limit."""
+        try:
+            await self.consumer.commit()
+        finally:
+            self._early_commit = None
 
     def _changelog_source(self, changelog: tuple[str, int]) -> Source:
         """Where a changelog write made outside an event commits: its table partition's input partition."""
@@ -284,7 +276,7 @@ class TransactionManager(FaustTransactionManager):
         return SourceTP(tp.topic, tp.partition) in self._transactions
 
     async def on_rebalance(self, assigned: Set[TP], revoked: Set[TP], newly_assigned: Set[TP]) -> None:
-        """Wipe dirty state, then claim every assigned input partition afresh.
+        """Check the assigned tables' local state, then claim every assigned input partition afresh.
 
         Even a partition this worker keeps is claimed again: if the worker was
         out of the group for a while (paused, cut off), another owner may have
@@ -294,9 +286,7 @@ class TransactionManager(FaustTransactionManager):
             for transaction in self._transactions.values():
                 transaction.close()
             self._transactions.clear()
-            if self._commits.dirty:
-                await self._wipe_table_partitions(self._commits.dirty)
-                self._commits.dirty.clear()
+            await self._check_local_state({tp for tp in assigned if tp.topic in self._changelog_topics})
             claim = [
                 SourceTP(tp.topic, tp.partition)
                 for tp in assigned
@@ -317,31 +307,27 @@ class TransactionManager(FaustTransactionManager):
         self._transactions[tp] = transaction
         log.info("Claimed %s (fenced any previous owner)", transaction.transactional_id)
 
-    async def _wipe_table_partitions(self, partitions: Iterable[int]) -> None:
+    async def _check_local_state(self, changelog_tps: Set[TP]) -> None:
+        """Rebuild from its changelog every assigned table partition whose local state cannot be trusted."""
+        if not changelog_tps:
+            return
+        try:
+            bounds = await self._in_thread(self._committed.restore_bounds, list(changelog_tps))
+        except KafkaException as exc:
+            log.warning("Could not read the changelogs' bounds (%s); rejoining the group to check again", exc)
+            self.consumer.request_rejoin()
+            return
+        counts = {topic: self.consumer.topic_partitions(topic) for topic in {tp.topic for tp in changelog_tps}}
+        untrusted = self.tables.untrusted(changelog_tps, bounds, counts)
         recovery = self.app.tables.recovery
-        assigned = self.consumer.assignment()
-        rewind: set[TP] = set()
-        for table in self.app.tables.values():
-            store = table.data
-            changelog = table.changelog_topic.get_topic_name()
-            per_partition = hasattr(store, "partition_path")  # RocksDB; other stores are wiped whole
-            if not per_partition:
-                store.reset_state()
-            wiped = partitions if per_partition else {tp.partition for tp in assigned if tp.topic == changelog}
-            for partition in wiped:
-                if per_partition:
-                    faust_internals.close_table_partition(store, partition)
-                    shutil.rmtree(store.partition_path(partition), ignore_errors=True)
-                # recovery remembers how far it restored a partition it keeps: make it start over
-                tp = TP(changelog, partition)
-                recovery.revoke(tp)
-                rewind.add(tp)
-                log.warning("Wiped %s partition %d: it held uncommitted effects", table.name, partition)
+        for tp, why in untrusted.items():
+            self.tables.rebuild(tp, why)
+            recovery.revoke(tp)  # recovery remembers how far it restored a partition it keeps: start over
         # The changelog reader of a partition this worker keeps is still at its end, and
         # Faust's recovery takes "position at the end" for "restored": rewind it.
-        rewind &= assigned
-        if rewind:
-            await self.consumer.seek_to_beginning(*rewind)
+        kept = set(untrusted) & set(self.consumer.assignment())
+        if kept:
+            await self.consumer.seek_to_beginning(*kept)
 
     async def stable_committed_offsets(self, tps: Iterable[TP]) -> dict[TP, Optional[int]]:
         """The group's committed offsets, once no transaction still holds them pending."""
@@ -369,12 +355,9 @@ class TransactionManager(FaustTransactionManager):
         worker = worker_id(Path(self.app.conf.datadir))
         return self._new_transaction(None, outside_transactional_id(self.app.conf.id, worker))
 
-    def _bootstrap_servers(self) -> str:
-        return ",".join(f"{url.host}:{url.port or 9092}" for url in self.app.conf.broker)
-
     def _producer_config(self) -> dict[str, Any]:
         return {
-            "bootstrap.servers": self._bootstrap_servers(),
+            "bootstrap.servers": bootstrap_servers(self.app.conf.broker),
             "enable.idempotence": True,
             "acks": "all",
             "linger.ms": 1,
@@ -388,34 +371,27 @@ class TransactionManager(FaustTransactionManager):
 
 
 def transaction_timeout_ms(broker_urls: Iterable[Any]) -> int:
-    """The ``transaction_timeout_ms`` option of the broker URL, if given.
+    """``eos://...?transaction_timeout_ms=30000``: how long the broker lets one of this app's
+    transactions stay open before aborting it; at most the brokers' ``transaction.max.timeout.ms``."""
+    return _broker_url_option(broker_urls, "transaction_timeout_ms", DEFAULT_TRANSACTION_TIMEOUT_MS,
+                              "milliseconds, e.g. 60000")
 
-    ``eos://localhost:9092?transaction_timeout_ms=30000``: how long the broker lets
-    one of this app's transactions stay open before aborting it; at most the
-    brokers' ``transaction.max.timeout.ms``.
-    """
+
+def max_uncommitted_records(broker_urls: Iterable[Any]) -> int:
+    """``eos://...?max_uncommitted_records=50000``: how many records (outputs and table writes)
+    may wait for their transactions before a commit starts early."""
+    return _broker_url_option(broker_urls, "max_uncommitted_records", DEFAULT_MAX_UNCOMMITTED_RECORDS,
+                              "a count of records, e.g. 100000")
+
+
+def _broker_url_option(broker_urls: Iterable[Any], name: str, default: int, hint: str) -> int:
     for url in broker_urls:
-        if "transaction_timeout_ms" in url.query:
-            value = url.query["transaction_timeout_ms"]
+        if name in url.query:
+            value = url.query[name]
             if not value.isdigit() or int(value) == 0:
-                raise ValueError(f"transaction_timeout_ms={value!r} in the broker URL: expected milliseconds, e.g. 60000")
+                raise ValueError(f"{name}={value!r} in the broker URL: expected {hint}")
             return int(value)
-    return DEFAULT_TRANSACTION_TIMEOUT_MS
-
-
-def _record(topic, key, value, partition, timestamp, headers, source_offset, committed=None) -> StagedRecord:
-    if isinstance(headers, Mapping):
-        headers = list(headers.items())
-    return StagedRecord(
-        topic=topic,
-        key=key,
-        value=value,
-        partition=partition,
-        timestamp_ms=int(timestamp * 1000) if timestamp else None,
-        headers=headers or None,
-        source_offset=source_offset,
-        on_committed=committed or (lambda metadata: None),
-    )
+    return default
 
 
 def refuse_settings_that_bypass_transactions(conf: Any) -> None:
@@ -426,24 +402,3 @@ def refuse_settings_that_bypass_transactions(conf: Any) -> None:
             "event, so they could not commit with it: leave it off under exactly_once (the records are held "
             "until their transaction commits anyway)"
         )
-
-
-def refuse_tables_that_cannot_expire(tables: Iterable[Any]) -> None:
-    """Raise :class:`StoreCannotExpire` for a table whose window expiry would not reach its changelog."""
-    for table in tables:
-        if expires_windows(table) and not isinstance(table.data, ExpiringStore):
-            raise StoreCannotExpire(
-                f"table {table.name!r} expires old windows, which its store deletes locally only (restores "
-                "would bring them back): under exactly_once give the app store='eos-rocksdb://' (Faust ignores "
-                "a table's own store URL when nothing follows its scheme)"
-            )
-
-
-def wipe_tables_after_unclean_stop(tabledir: Path) -> None:
-    """Delete local table state unless the last worker here stopped cleanly."""
-    marker = tabledir / CLEAN_SHUTDOWN_MARKER
-    if marker.exists():
-        marker.unlink()
-    elif tabledir.exists() and any(tabledir.iterdir()):
-        log.warning("Last stop of this worker was not clean: wiping %s, tables restore from changelogs", tabledir)
-        shutil.rmtree(tabledir)

@@ -44,6 +44,11 @@ TRANSIENT_CODES = {
 FIRST_SEARCH_SPAN = 64
 
 
+def bootstrap_servers(broker_urls: Iterable[Any]) -> str:
+    """The ``host:port,...`` list of a Faust app's broker URLs, for librdkafka."""
+    return ",".join(f"{url.host}:{url.port or 9092}" for url in broker_urls)
+
+
 class CommittedOffsets:
     """Reads a consumer group's stable committed offsets, and where changelogs end; never joins the group.
 
@@ -114,9 +119,13 @@ class CommittedOffsets:
         Its log start offset if it holds no committed record. Searched backwards
         from the last stable offset, wider each time no record turns up.
         """
+        return {tp: end for tp, (_, end) in self.restore_bounds(tps, timeout_s).items()}
+
+    def restore_bounds(self, tps: Iterable[Any], timeout_s: float = 60.0) -> dict[Any, tuple[int, int]]:
+        """For each of ``tps``: its log start offset, and the offset just past its last committed record."""
         tps = list(tps)
 
-        def ask() -> dict[tuple[str, int], int]:
+        def ask() -> dict[tuple[str, int], tuple[int, int]]:
             deadline = time.monotonic() + timeout_s
             bounds: dict[tuple[str, int], tuple[int, int]] = {}  # (log start offset, LSO)
             for tp in tps:
@@ -135,11 +144,11 @@ class CommittedOffsets:
                 # search further back where no record turned up and the log start is not reached yet
                 searching = {key for key in searching if ends[key] == bounds[key][0] and starts[key] > bounds[key][0]}
                 span *= 8
-            return ends
+            return {key: (bounds[key][0], end) for key, end in ends.items()}
 
         with self._in_use:
-            ends = retrying(ask, timeout_s)
-        return {tp: ends[(tp.topic, tp.partition)] for tp in tps}
+            found = retrying(ask, timeout_s)
+        return {tp: found[(tp.topic, tp.partition)] for tp in tps}
 
     def _last_records(self, starts: dict[tuple[str, int], int], deadline: float) -> dict[tuple[str, int], Optional[int]]:
         """Read each partition from its start offset to its end: the offset of the last record (None if none)."""

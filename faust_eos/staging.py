@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from typing import Callable, Deque, Iterable, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Container, Deque, Iterable, Mapping, NamedTuple, Optional, Sequence
 
 from aiokafka.structs import RecordMetadata
 
@@ -56,10 +56,12 @@ class Staging:
     def __init__(self) -> None:
         self._by_tp: defaultdict[SourceTP, Deque[StagedRecord]] = defaultdict(deque)
         self._unbound: set[SourceTP] = set()  # partitions holding UNBOUND records
+        self._count = 0
 
     def add(self, source: Source, record: StagedRecord) -> None:
         tp = SourceTP(source.topic, source.partition)
         self._by_tp[tp].append(record)
+        self._count += 1
         if record.source_offset == UNBOUND:
             self._unbound.add(tp)
 
@@ -75,19 +77,23 @@ class Staging:
             for record in queue:
                 (taken if record.source_offset < up_to_offset else kept).append(record)
             self._by_tp[tp] = kept
+        self._count -= len(taken)
         return taken
 
     def put_back(self, tp: SourceTP, records: Iterable[StagedRecord]) -> None:
         """Return records taken for a transaction that did not commit."""
         records = list(records)
         self._by_tp[tp].extendleft(reversed(records))
+        self._count += len(records)
         if any(record.source_offset == UNBOUND for record in records):
             self._unbound.add(tp)
 
-    def discard(self, tp: SourceTP) -> int:
-        """Drop every record of ``tp``; return how many there were."""
+    def discard(self, tp: SourceTP) -> list[StagedRecord]:
+        """Drop every record of ``tp``, and return them."""
         self._unbound.discard(tp)
-        return len(self._by_tp.pop(tp, ()))
+        dropped = list(self._by_tp.pop(tp, ()))
+        self._count -= len(dropped)
+        return dropped
 
     def unbound(self) -> set[SourceTP]:
         """Source partitions holding records that wait for their partition's next transaction."""
@@ -98,4 +104,76 @@ class Staging:
         return {tp for tp, queue in self._by_tp.items() if queue}
 
     def __len__(self) -> int:
-        return sum(len(queue) for queue in self._by_tp.values())
+        return self._count
+
+
+def last_write_per_key(
+    records: Sequence[StagedRecord], changelog_topics: Container[str]
+) -> tuple[list[StagedRecord], list[tuple[StagedRecord, StagedRecord]]]:
+    """The records to produce: every output record, and of each table key's changelog records the last.
+
+    Also returns each changelog record left out, paired with the later write
+    of its key that replaces it.
+    """
+    last: dict[tuple[str, Optional[int], Optional[bytes]], StagedRecord] = {}
+    for record in records:
+        if record.topic in changelog_topics:
+            last[(record.topic, record.partition, record.key)] = record
+    kept: list[StagedRecord] = []
+    replaced: list[tuple[StagedRecord, StagedRecord]] = []
+    for record in records:
+        if record.topic not in changelog_topics:
+            kept.append(record)
+            continue
+        survivor = last[(record.topic, record.partition, record.key)]
+        if survivor is record:
+            kept.append(record)
+        else:
+            replaced.append((record, survivor))
+    return kept, replaced
+
+
+def resolve(sent: Sequence[StagedRecord], replaced: Sequence[tuple[StagedRecord, StagedRecord]],
+            metadata: Sequence[RecordMetadata]) -> None:
+    """Tell each record it is durable: ``sent`` with its own metadata, a replaced one with its survivor's."""
+    by_record = dict(zip(map(id, sent), metadata))
+    for record, md in zip(sent, metadata):
+        record.on_committed(md)
+    for record, survivor in replaced:
+        record.on_committed(by_record[id(survivor)])
+
+
+def staged_record(topic: str, key: Optional[bytes], value: Optional[bytes], partition: Optional[int],
+                  timestamp: Optional[float], headers: Any, source_offset: int,
+                  on_committed: Optional[Callable[[RecordMetadata], None]] = None) -> StagedRecord:
+    """A record as Faust hands it to a producer (timestamp in seconds, headers a mapping or pairs), staged."""
+    if isinstance(headers, Mapping):
+        headers = list(headers.items())
+    return StagedRecord(
+        topic=topic,
+        key=key,
+        value=value,
+        partition=partition,
+        timestamp_ms=int(timestamp * 1000) if timestamp else None,
+        headers=headers or None,
+        source_offset=source_offset,
+        on_committed=on_committed or (lambda metadata: None),
+    )
+
+
+def future_resolver(fut: Any) -> Callable[[RecordMetadata], None]:
+    """What resolves a Faust ``FutureMessage`` (``Topic.send_soon``) once its record is durable."""
+
+    def committed(metadata: RecordMetadata) -> None:
+        fut.set_result(metadata)
+        if fut.message.callback:
+            fut.message.callback(fut)
+
+    return committed
+
+
+def staged_from_future(fut: Any, source_offset: int) -> StagedRecord:
+    """The record of a Faust ``FutureMessage``, resolving the future once durable."""
+    message = fut.message
+    return staged_record(message.channel.get_topic_name(), message.key, message.value, message.partition,
+                         message.timestamp, message.headers, source_offset, future_resolver(fut))

@@ -1,42 +1,203 @@
-"""``eos-rocksdb://``: Faust's RocksDB store, whose window expiry also reaches the changelog.
+"""``eos-rocksdb://``: a RocksDB table store that holds only committed state.
 
-Faust expires the old windows of a windowed table (``.tumbling()``,
-``.hopping()`` with ``expires=``) by deleting them from the local store only:
-their changelog keeps them, so a restore brings expired windows back, and a
-late event then adds to a window that a worker which never restored had
-closed. With this store each expired key is also deleted from the changelog.
-Under exactly-once that tombstone commits in the table partition's next
-transaction, with the input partition that writes the table; under
-at-least-once it is sent at once.
+A table write under faust-eos lives in memory until the transaction that
+carries its changelog record commits; reads see it at once. After the commit
+the partition's writes (the last one per key) go to RocksDB as one write batch,
+together with the checkpoint: the changelog offset that the database now
+reflects. A transaction that aborts, is fenced or is lost just releases its
+writes, so the database never holds an effect that did not commit, and a
+restore reads only the changelog past the checkpoint.
 
-Use it for windowed tables with expiry under ``eos://``, as the app's store
-(Faust ignores a table's own ``store=`` URL when nothing follows its scheme)::
+Faust expires the old windows of a windowed table (``expires=``) in the local
+store only; this store also sends each expired key's tombstone, which commits
+with the table partition's next transaction.
+
+Every table of an exactly-once app uses it, given as the app's store (Faust
+ignores a table's own ``store=`` URL when nothing follows its scheme)::
 
     app = faust.App(..., broker="eos://...", store="eos-rocksdb://")
 """
 from __future__ import annotations
 
-from typing import Any
+import logging
+import shutil
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
-from faust.stores import rocksdb
 from faust.streams import current_event
+from rocksdict import WriteBatch
 
 from faust_eos import faust_internals
+from faust_eos.errors import StoreRefused
+from faust_eos.staging import StagedRecord
+
+log = logging.getLogger(__name__)
+
+#: keys of the store's own bookkeeping, beside the table's keys in each partition database
+CHECKPOINT_KEY = faust_internals.StoreHooks.offset_key  # Faust's recovery reads it too
+PARTITIONS_KEY = b"__faust_eos\0partitions__"
+OWN_KEYS = frozenset({CHECKPOINT_KEY, PARTITIONS_KEY})
 
 
-class Store(rocksdb.Store):
-    """RocksDB store: a key deleted outside any event (a window's expiry) is deleted in the changelog too."""
+class Store(faust_internals.StoreHooks):
+    """RocksDB for committed state, and per table partition the writes waiting for their commit."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        #: table partition -> key -> the changelog record of its latest uncommitted write
+        self._held: dict[int, dict[bytes, StagedRecord]] = {}
+        #: the changelog's partition count, written with each checkpoint
+        self.changelog_partitions: Optional[int] = None
+
+    # -- writes ------------------------------------------------------------------
+    def hold(self, record: StagedRecord) -> None:
+        """Keep ``record``, a changelog record of this table, as the key's value until it commits."""
+        self._held.setdefault(record.partition, {})[record.key] = record
+
+    def held(self) -> int:
+        """How many keys wait for their commit."""
+        return sum(len(keys) for keys in self._held.values())
+
+    def write_key(self, key: bytes, value: Optional[bytes]) -> None:
+        # The table sent the key's changelog record just before; faust-eos's producer handed it to hold().
+        if self._held_record(key) is None:
+            raise self._not_held()
+
+    def delete_key(self, key: bytes) -> None:
+        if self._held_record(key) is None and self._partitions_holding(key):
+            raise self._not_held()
+
+    def _not_held(self) -> StoreRefused:
+        return StoreRefused(
+            f"table {self.table.name!r} was written without its changelog record reaching faust-eos: "
+            "the eos-rocksdb:// store needs the app's broker to be eos://"
+        )
 
     def __delitem__(self, key: Any) -> None:
         # Inside an event the table has already sent the key's tombstone; the
         # store is asked to delete outside one only by Faust's window expiry.
         if current_event() is None:
-            for partition in faust_internals.partitions_holding(self, key):
+            for partition in self._partitions_holding(faust_internals.encoded_key(self, key)):
                 self.table.send_changelog(partition, key, None, value_serializer="raw")
         super().__delitem__(key)
 
+    def _partitions_holding(self, raw: bytes) -> list[int]:
+        partitions = {partition for partition, keys in self._held.items() if raw in keys}
+        partitions.update(
+            partition
+            for partition, db in list((faust_internals.table_partition_dbs(self) or {}).items())
+            if partition not in self._held or raw not in self._held[partition]
+            if db.get(raw) is not None
+        )
+        return sorted(partitions)
 
-def expires_windows(table: Any) -> bool:
-    """Whether Faust deletes ``table``'s old windows."""
-    window = getattr(table, "window", None)
-    return window is not None and window.expires is not None
+    # -- commits -----------------------------------------------------------------
+    def commit(self, partition: int, records: Sequence[StagedRecord], checkpoint: int) -> None:
+        """Write committed ``records`` of ``partition`` and its new checkpoint in one batch, then release them."""
+        batch = WriteBatch(raw_mode=True)
+        for record in records:
+            if record.value is None:
+                batch.delete(record.key)
+            else:
+                batch.put(record.key, record.value)
+        batch.put(CHECKPOINT_KEY, str(checkpoint).encode())
+        if self.changelog_partitions is not None:
+            batch.put(PARTITIONS_KEY, str(self.changelog_partitions).encode())
+        self.partition_db(partition).write(batch)
+        self.release(records)
+
+    def set_persisted_offset(self, tp: Any, offset: int) -> None:
+        """Ignored: this store writes its checkpoints itself, with the writes they cover.
+
+        (Faust calls it for each changelog record sent under at-least-once,
+        and in any order, and after a restore's batch; see :meth:`apply_changelog_batch`.)
+        """
+
+    def apply_changelog_batch(self, batch: Iterable[Any], to_key: Any, to_value: Any) -> None:
+        """A restore's records, then the checkpoint of each partition they reach."""
+        batch = list(batch)
+        super().apply_changelog_batch(batch, to_key, to_value)
+        checkpoints: dict[int, int] = {}
+        for event in batch:
+            partition = event.message.partition
+            checkpoints[partition] = max(event.message.offset, checkpoints.get(partition, -1))
+        for partition, checkpoint in checkpoints.items():
+            self.partition_db(partition).put(CHECKPOINT_KEY, str(checkpoint).encode())
+
+    def release(self, records: Iterable[StagedRecord]) -> None:
+        """Forget ``records``: committed, or dropped with their transaction. A later write of a key stays."""
+        for record in records:
+            keys = self._held.get(record.partition)
+            if keys is not None and keys.get(record.key) is record:
+                del keys[record.key]
+
+    # -- reads -------------------------------------------------------------------
+    def read_key(self, key: bytes) -> Optional[bytes]:
+        held = self._held_record(key)
+        return held.value if held is not None else super().read_key(key)
+
+    def holds_key(self, key: bytes) -> bool:
+        held = self._held_record(key)
+        return held.value is not None if held is not None else super().holds_key(key)
+
+    def _held_record(self, key: bytes) -> Optional[StagedRecord]:
+        event = current_event()
+        if event is not None and not self.table.is_global and not self.table.use_partitioner:
+            return self._held.get(event.message.partition, {}).get(key)
+        for keys in list(self._held.values()):
+            if key in keys:
+                return keys[key]
+        return None
+
+    def items_of_active_partitions(self) -> Iterator[tuple[bytes, bytes]]:
+        for partition, db in self.active_partition_dbs().items():
+            held = dict(self._held.get(partition, {}))
+            for key, value in db.items():
+                if key in OWN_KEYS or key in held:
+                    continue
+                yield key, value
+            for key, record in held.items():
+                if record.value is not None:
+                    yield key, record.value
+
+    def committed_key_counts(self) -> dict[int, int]:
+        """Keys held in RocksDB per open table partition (committed state; not the store's own keys)."""
+        counts = {}
+        for partition, db in list((faust_internals.table_partition_dbs(self) or {}).items()):
+            try:
+                counts[partition] = sum(1 for key in db.keys() if key not in OWN_KEYS)
+            except Exception:  # closed meanwhile (rebuilt or revoked)
+                continue
+        return counts
+
+    # -- trust -------------------------------------------------------------------
+    def untrusted(self, partition: int, *, changelog_start: int, changelog_end: int) -> Optional[str]:
+        """Why the local state of ``partition`` cannot be trusted, or None if it can.
+
+        ``changelog_start``: the changelog's first offset; ``changelog_end``:
+        the offset past its last committed record.
+        """
+        try:
+            db = self.partition_db(partition)
+        except Exception as exc:  # rocksdict raises plain exceptions for corrupt files
+            if "lock" in repr(exc).lower():
+                return None  # another worker's process still holds it: Faust retries the open
+            return f"its database cannot be opened ({exc})"
+        raw = db.get(CHECKPOINT_KEY)
+        if raw is None:
+            return None if next(iter(db.keys()), None) is None else "it holds keys but no checkpoint"
+        checkpoint = int(raw)
+        if checkpoint >= changelog_end:
+            return f"its checkpoint {checkpoint} is past the changelog's last committed record ({changelog_end - 1})"
+        if checkpoint + 1 < changelog_start:
+            return f"the changelog now starts at {changelog_start}, past its checkpoint {checkpoint}: records between are gone"
+        partitions = db.get(PARTITIONS_KEY)
+        if partitions is not None and self.changelog_partitions is not None and int(partitions) != self.changelog_partitions:
+            return f"it was written when the changelog had {int(partitions)} partitions, now {self.changelog_partitions}"
+        return None
+
+    def rebuild(self, partition: int, why: str) -> None:
+        """Delete the local state of ``partition``; a restore rebuilds it from the whole changelog."""
+        self._held.pop(partition, None)
+        faust_internals.close_table_partition(self, partition)
+        shutil.rmtree(self.partition_path(partition), ignore_errors=True)
+        log.warning("Rebuilding table %s partition %d from its changelog: %s", self.table.name, partition, why)

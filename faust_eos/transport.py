@@ -21,10 +21,13 @@ four things:
   finishes the events it holds and commits them, so the next owner starts
   exactly where this one stopped.
 
-Local table state that may hold effects of transactions that never committed
-(after a crash, a fence or an abort) is wiped and restored from the changelog,
-and a restore ends once it has applied the changelog's last committed record
-(:meth:`faust_eos.offsets.CommittedOffsets.restore_ends`).
+Tables (:mod:`faust_eos.table_state`, :mod:`faust_eos.store`) hold a write in
+memory until its transaction commits, then store it with the changelog offset
+it brings the table to, so local state never holds an effect that did not
+commit and a restore reads only the changelog past that offset, up to its last
+committed record (:meth:`faust_eos.offsets.CommittedOffsets.restore_ends`).
+Under at-least-once the same tables write their changelogs only after their
+events' outputs (:mod:`faust_eos.at_least_once`).
 """
 from __future__ import annotations
 
@@ -48,6 +51,8 @@ class Producer(faust_aiokafka.Producer):
     def send_soon(self, fut: FutureMessage) -> None:
         if self.app.in_transaction:
             self.app.consumer.transactions.stage_future_message(fut)
+        elif fut.message.channel.get_topic_name() in self.app.consumer.held_changelogs.tables.changelog_topics:
+            self.app.consumer.held_changelogs.hold(fut)
         else:
             super().send_soon(fut)
 

@@ -5,37 +5,15 @@ import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from app.kafka import ensure_topics
 from app.loadgen import LoadSpec
 from tools.workers import Worker, wait_for
+from worker_metrics import is_ready, scrape, series, value
 
 DRAIN_S = 180  # bounds a hang on a shared machine; not a timing check
 TABLES = ("seen-events", "merchant-totals", "merchant-window-totals")
-
-
-def scrape(worker: Worker) -> list[Sample]:
-    status, body = worker.get("/metrics")
-    assert status == 200, body
-    return [sample for family in text_string_to_metric_families(body.decode()) for sample in family.samples]
-
-
-def value(samples: list[Sample], name: str, **labels: str) -> float:
-    """Sum of the samples called ``name`` whose labels include ``labels``."""
-    return sum(s.value for s in samples if s.name == name and labels.items() <= s.labels.items())
-
-
-def series(samples: list[Sample], name: str) -> list[dict[str, str]]:
-    return [s.labels for s in samples if s.name == name]
-
-
-def is_ready(worker: Worker) -> bool:
-    try:
-        return worker.get("/ready", timeout=5)[0] == 200
-    except OSError:  # not serving HTTP yet
-        return False
 
 
 def get_json(worker: Worker, path: str) -> tuple[int, dict]:

@@ -30,7 +30,7 @@ app = faust.App(
     "{app_id}",
     broker="eos://{bootstrap}?transaction_timeout_ms=30000",
     processing_guarantee="exactly_once",
-    store="rocksdb://",
+    store="eos-rocksdb://",
     datadir="{datadir}",
     topic_partitions=3,
     topic_replication_factor=1,

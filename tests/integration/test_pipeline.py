@@ -32,14 +32,7 @@ def test_duplicates_and_bad_records_reconcile_exactly(pipeline, guarantee):
     assert run.stop_all() == {"worker-0": 0}
 
 
-ALO_HAND_OVER_LOSS = pytest.mark.xfail(
-    strict=False,
-    reason="known intermittent defect (README, Known limitations): under at_least_once one "
-    "fresh-clone CI run lost events when the second worker joined; cause not found",
-)
-
-
-@pytest.mark.parametrize("guarantee", ["exactly_once", pytest.param("at_least_once", marks=ALO_HAND_OVER_LOSS)])
+@pytest.mark.parametrize("guarantee", GUARANTEES)
 def test_second_worker_joining_mid_stream_keeps_totals_exact(pipeline, guarantee):
     run = pipeline(guarantee)
     first = run.add_worker()

@@ -28,7 +28,7 @@ from faust.web import Request, Response, View
 from faust_eos import SendNotCommittable
 
 app = faust.App("{app_id}", broker="eos://{bootstrap}", processing_guarantee="exactly_once",
-                store="rocksdb://", datadir="{datadir}", topic_partitions=2, topic_replication_factor=1,
+                store="eos-rocksdb://", datadir="{datadir}", topic_partitions=2, topic_replication_factor=1,
                 broker_commit_interval=0.2, web_port={web_port}, web_host="localhost", web_bind="localhost")
 requests = app.topic("{requests}", key_serializer="raw", value_serializer="raw")
 out = app.topic("{out}", key_serializer="raw", value_serializer="json")

@@ -19,7 +19,7 @@ APP = '''
 import faust
 
 app = faust.App("{app_id}", broker="eos://{bootstrap}", processing_guarantee="exactly_once",
-                store="rocksdb://", datadir="{datadir}", topic_partitions=2, topic_replication_factor=1,
+                store="eos-rocksdb://", datadir="{datadir}", topic_partitions=2, topic_replication_factor=1,
                 topic_allow_declare={allow_declare}, broker_commit_interval=0.2, web_port={web_port})
 requests = app.topic("{requests}", key_serializer="raw", value_serializer="raw")
 answers = app.topic("{answers}", key_serializer="raw", value_serializer="raw")

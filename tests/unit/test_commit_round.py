@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Optional
 
 import pytest
 from prometheus_client import REGISTRY
@@ -12,6 +13,23 @@ from faust_eos.staging import Source, SourceTP, StagedRecord, Staging
 from faust_eos.transaction import ProducerFenced, TransactionFailed, TransactionStuck
 
 A, B = SourceTP("payments", 0), SourceTP("payments", 1)
+CHANGELOG = "app-counts-changelog"
+
+
+class FakeTables:
+    """Records which table writes a round stored as committed and which it released."""
+
+    changelog_topics = frozenset({CHANGELOG})
+
+    def __init__(self) -> None:
+        self.stored: list[tuple[bytes, str]] = []
+        self.released: list[bytes] = []
+
+    def committed(self, records, metadata) -> None:
+        self.stored += [(r.value, md) for r, md in zip(records, metadata) if r.topic in self.changelog_topics]
+
+    def dropped(self, records) -> None:
+        self.released += [r.value for r in records if r.topic in self.changelog_topics]
 
 
 class Round:
@@ -22,16 +40,19 @@ class Round:
         self.transactions = {SourceTP("payments", int(name[1:])): t for name, t in transactions.items()}
         self.rejoins = 0
         self.resolved: list[tuple[bytes, str]] = []
-        self.commits = PartitionCommits(self.staging, self.transactions, self._rejoin)
+        self.tables = FakeTables()
+        self.commits = PartitionCommits(self.staging, self.transactions, self.tables, self._rejoin)
 
     def _rejoin(self) -> None:
         self.rejoins += 1
 
-    def stage(self, tp: SourceTP, offset: int, value: bytes) -> None:
+    def stage(self, tp: SourceTP, offset: int, value: bytes, *, table_key: Optional[bytes] = None) -> None:
+        """Stage an output record, or with ``table_key`` a table write of that key."""
         def resolve(md: str) -> None:
             self.resolved.append((value, md))
 
-        record = StagedRecord(topic="out", key=None, value=value, partition=None, timestamp_ms=None,
+        topic = "out" if table_key is None else CHANGELOG
+        record = StagedRecord(topic=topic, key=table_key, value=value, partition=tp.partition, timestamp_ms=None,
                               headers=None, source_offset=offset, on_committed=resolve)
         self.staging.add(Source(tp.topic, tp.partition, offset), record)
 
@@ -94,7 +115,7 @@ def test_a_fenced_or_stuck_transaction_gives_the_partition_up(failure):
     assert round_.run({A: 4}) == {A: False}
     assert round_.staged(A) == [] and round_.resolved == []
     assert a.closed and A not in round_.transactions
-    assert round_.commits.dirty == {0} and round_.rejoins == 1
+    assert round_.rejoins == 1
     assert fenced_count() - fenced_before == (1 if isinstance(failure, ProducerFenced) else 0)
     assert round_.run({}) == {}  # nothing is retried
 
@@ -103,14 +124,53 @@ def test_a_partition_without_producer_drops_its_records_without_rejoining():
     round_ = Round()
     round_.stage(A, 3, b"x")
     assert round_.run({A: 4}) == {A: False}
-    assert round_.staged(A) == [] and round_.commits.dirty == {0} and round_.rejoins == 0
+    assert round_.staged(A) == [] and round_.rejoins == 0
 
 
-def test_giving_up_a_partition_with_nothing_staged_leaves_its_tables_clean():
+def test_giving_up_a_partition_forgets_its_retry():
     round_ = Round(p0=FakeTransaction(TransactionFailed("aborted")))
     round_.run({A: 4})
     round_.commits.give_up(A, "revoked")
     assert round_.commits.settled()
+
+
+def test_a_commit_sends_only_the_last_write_of_each_table_key_and_stores_it_after_the_commit():
+    a = FakeTransaction()
+    round_ = Round(p0=a)
+    round_.stage(A, 1, b"k=1", table_key=b"k")
+    round_.stage(A, 1, b"out-1")
+    round_.stage(A, 2, b"j=1", table_key=b"j")
+    round_.stage(A, 2, b"k=2", table_key=b"k")
+    round_.stage(A, 9, b"k=3", table_key=b"k")  # an event not yet committed
+    assert round_.run({A: 3}) == {A: True}
+    assert a.commits == [([b"out-1", b"j=1", b"k=2"], 3)]
+    assert round_.tables.stored == [(b"j=1", "md-j=1"), (b"k=2", "md-k=2")]
+    # the replaced write is told it is durable with the metadata of the write that replaced it
+    assert sorted(round_.resolved) == sorted([(b"out-1", "md-out-1"), (b"j=1", "md-j=1"), (b"k=2", "md-k=2"),
+                                              (b"k=1", "md-k=2")])
+    assert round_.staged(A) == [b"k=3"]
+
+
+def test_a_failed_commit_stores_no_table_write_and_retries_all_of_them():
+    a = FakeTransaction(TransactionFailed("aborted"))
+    round_ = Round(p0=a)
+    round_.stage(A, 1, b"k=1", table_key=b"k")
+    round_.stage(A, 2, b"k=2", table_key=b"k")
+    assert round_.run({A: 3}) == {A: False}
+    assert round_.tables.stored == [] and round_.tables.released == []
+    assert round_.run({}) == {A: True}
+    assert a.commits == [([b"k=2"], 3), ([b"k=2"], 3)]
+    assert round_.tables.stored == [(b"k=2", "md-k=2")]
+
+
+@pytest.mark.parametrize("failure", [ProducerFenced("claimed elsewhere"), TransactionStuck("no answer")],
+                         ids=["fenced", "stuck"])
+def test_a_partition_given_up_releases_its_table_writes_and_stores_none(failure):
+    round_ = Round(p0=FakeTransaction(failure))
+    round_.stage(A, 1, b"k=1", table_key=b"k")
+    round_.stage(A, 5, b"k=2", table_key=b"k")
+    assert round_.run({A: 2}) == {A: False}
+    assert round_.tables.stored == [] and sorted(round_.tables.released) == [b"k=1", b"k=2"]
 
 
 def test_partitions_of_one_round_succeed_or_fail_on_their_own():

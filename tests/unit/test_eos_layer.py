@@ -5,13 +5,15 @@ import sys
 import faust
 import pytest
 
-from faust_eos import SettingRefused, StoreCannotExpire
+from faust_eos import SettingRefused, StoreRefused
 from faust_eos.manager import (
+    DEFAULT_MAX_UNCOMMITTED_RECORDS,
     DEFAULT_TRANSACTION_TIMEOUT_MS,
+    max_uncommitted_records,
     refuse_settings_that_bypass_transactions,
-    refuse_tables_that_cannot_expire,
     transaction_timeout_ms,
 )
+from faust_eos.table_state import TableState
 
 
 def test_importing_the_transport_builds_no_app_and_reads_no_environment():
@@ -50,6 +52,13 @@ def test_a_bad_transaction_timeout_is_refused_with_its_value(value):
         transaction_timeout_ms(broker_urls(f"eos://localhost:9092?transaction_timeout_ms={value}"))
 
 
+def test_the_uncommitted_records_limit_defaults_to_a_hundred_thousand_and_is_read_from_the_broker_url():
+    assert max_uncommitted_records(broker_urls("eos://localhost:9092")) == DEFAULT_MAX_UNCOMMITTED_RECORDS == 100_000
+    assert max_uncommitted_records(broker_urls("eos://localhost:9092?max_uncommitted_records=500")) == 500
+    with pytest.raises(ValueError, match="max_uncommitted_records='lots'"):
+        max_uncommitted_records(broker_urls("eos://localhost:9092?max_uncommitted_records=lots"))
+
+
 def test_publishing_records_at_commit_time_is_refused_under_exactly_once():
     conf = faust.App("x", broker="eos://localhost:9092", stream_publish_on_commit=True).conf
     with pytest.raises(SettingRefused, match="stream_publish_on_commit=True"):
@@ -57,14 +66,15 @@ def test_publishing_records_at_commit_time_is_refused_under_exactly_once():
     refuse_settings_that_bypass_transactions(faust.App("y", broker="eos://localhost:9092").conf)
 
 
-def test_a_windowed_table_with_expiry_needs_the_expiring_store(tmp_path):
-    app = faust.App("x", broker="eos://localhost:9092", datadir=str(tmp_path), store="rocksdb://")
-    app.Table("plain", default=int)
-    app.Table("expiring", default=int).tumbling(10, expires=60)
-    with pytest.raises(StoreCannotExpire, match="table 'expiring' expires old windows"):
-        refuse_tables_that_cannot_expire(app.tables.values())
+@pytest.mark.parametrize("store", ["rocksdb://", "memory://"])
+def test_under_exactly_once_every_table_needs_the_store_that_holds_only_committed_state(tmp_path, store):
+    app = faust.App("x", broker="eos://localhost:9092", datadir=str(tmp_path), store=store)
+    app.Table("counts", default=int)
+    with pytest.raises(StoreRefused, match="table 'counts' is on a store that writes before its transaction commits"):
+        TableState(app.tables.values())
+    assert TableState(app.tables.values(), other_stores_allowed=True).stores == {}
 
     fixed = faust.App("y", broker="eos://localhost:9092", datadir=str(tmp_path), store="eos-rocksdb://")
     fixed.Table("plain", default=int)
     fixed.Table("expiring", default=int).tumbling(10, expires=60)
-    refuse_tables_that_cannot_expire(fixed.tables.values())
+    assert set(TableState(fixed.tables.values()).stores) == {"y-plain-changelog", "y-expiring-changelog"}

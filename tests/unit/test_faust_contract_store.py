@@ -1,10 +1,12 @@
 """Contract of Faust's RocksDB table store and window expiry, as faust-eos relies on them.
 
 faust_eos.faust_internals reads the store's ``_dbs`` (an open database per
-table partition) and ``_encode_key``; the layer wipes partitions through
-``partition_path`` and ``reset_state``; ``eos-rocksdb://`` hooks ``__delitem__``
-to send the tombstone of a window Faust expires. No broker: the store is
-written the way recovery writes it.
+table partition) and ``_encode_key``, and overrides its reads and writes
+(``_get``, ``_set``, ``_del``, ...); ``eos-rocksdb://`` holds a write until its
+changelog record commits, so it relies on a table sending that record before
+it writes the store; it rebuilds a partition by deleting ``partition_path``, and
+hooks ``__delitem__`` to send the tombstone of a window Faust expires. No
+broker: the store is written the way recovery writes it.
 """
 from __future__ import annotations
 
@@ -77,12 +79,39 @@ def test_a_partition_db_closed_and_dropped_from_dbs_is_reopened_by_the_store_wit
     asyncio.run(scenario())
 
 
-def test_reset_state_forgets_every_partition_db_and_deletes_the_table_files(tmp_path):
+class OrderRecordingStore(rocksdb.Store):
+    """Faust's RocksDB store, noting when the table writes and deletes a key."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.calls: list = []
+
+    def _set(self, key: bytes, value: Any) -> None:
+        self.calls.append(("store set", key))
+        super()._set(key, value)
+
+    def _del(self, key: bytes) -> None:
+        self.calls.append(("store delete", key))
+        super()._del(key)
+
+
+def test_a_table_sends_a_keys_changelog_record_before_it_writes_or_deletes_the_key_in_its_store(tmp_path):
     async def scenario() -> None:
-        store = restored_store(tmp_path)
-        store.reset_state()
-        assert store._dbs == {}
-        assert not store.partition_path(PARTITION).exists()
+        table, _ = table_on_rocksdb(tmp_path)
+        store = OrderRecordingStore(
+            "rocksdb://", table.app, table, table_name=table.name, key_serializer="json", value_serializer="json"
+        )
+        table._data = store
+        table.app.producer.send_soon = lambda fut: store.calls.append(("changelog", fut.message.key))
+        table.partition_for_key = lambda key: PARTITION
+        event = SimpleNamespace(message=SimpleNamespace(partition=PARTITION))
+        store._dbs[PARTITION] = store._db_for_partition(PARTITION)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(rocksdb, "current_event", lambda: event)
+            table["k"] = 1
+            del table["k"]
+        key = store._encode_key("k")
+        assert store.calls == [("changelog", key), ("store set", key), ("changelog", key), ("store delete", key)]
 
     asyncio.run(scenario())
 

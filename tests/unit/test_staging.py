@@ -1,5 +1,5 @@
 """Staging: records wait for the transaction of the input partition that caused them."""
-from faust_eos.staging import Source, SourceTP, StagedRecord, Staging
+from faust_eos.staging import Source, SourceTP, StagedRecord, Staging, last_write_per_key
 
 TP0 = SourceTP("payments", 0)
 TP1 = SourceTP("payments", 1)
@@ -49,13 +49,37 @@ def test_put_back_restores_records_ahead_of_newer_ones():
     assert values(staging.take(TP0, 100)) == ["r1", "r2", "r3", "r4"]
 
 
-def test_discard_drops_every_record_of_the_partition_and_says_how_many():
+def test_discard_drops_every_record_of_the_partition_and_returns_them():
     staging = Staging()
     stage(staging, TP0, record(1), record(2))
     stage(staging, TP1, record(1))
-    assert staging.discard(TP0) == 2
-    assert staging.discard(TP0) == 0
-    assert staging.pending() == {TP1}
+    assert values(staging.discard(TP0)) == ["r1", "r2"]
+    assert staging.discard(TP0) == []
+    assert staging.pending() == {TP1} and len(staging) == 1
+
+
+def test_len_counts_records_staged_and_put_back_and_not_those_taken():
+    staging = Staging()
+    stage(staging, TP0, record(1), record(2), record(3))
+    taken = staging.take(TP0, 3)
+    assert len(staging) == 1
+    staging.put_back(TP0, taken)
+    assert len(staging) == 3
+
+
+def changelog(offset, key, value=None):
+    return StagedRecord(topic="counts-changelog", key=key, value=value, partition=0, timestamp_ms=None,
+                        headers=None, source_offset=offset)
+
+
+def test_last_write_per_key_keeps_every_output_and_the_last_changelog_record_of_each_key():
+    out = record(1)
+    k1, j1, k2, k_deleted = changelog(1, b"k", b"1"), changelog(1, b"j", b"1"), changelog(2, b"k", b"2"), changelog(3, b"k")
+    other_partition = StagedRecord(topic="counts-changelog", key=b"k", value=b"p1", partition=1, timestamp_ms=None,
+                                   headers=None, source_offset=2)
+    kept, replaced = last_write_per_key([k1, out, j1, k2, other_partition, k_deleted], {"counts-changelog"})
+    assert kept == [out, j1, other_partition, k_deleted]
+    assert replaced == [(k1, k_deleted), (k2, k_deleted)]
 
 
 def test_pending_lists_partitions_with_staged_records_only():
