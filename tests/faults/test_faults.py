@@ -19,13 +19,21 @@ def test_exactly_once_stays_exact(kafka, tmp_path, fault):
     assert outcome.exact, summary(outcome)
 
 
-def test_at_least_once_runs_the_same_faults_and_reports_what_they_cost(kafka, tmp_path):
+def test_exactly_once_stays_exact_with_standby_replicas_taking_over(kafka, tmp_path):
+    plan = Plan(faults={"kill": 1, "rebalance": 1}, seed=8, standby_replicas=1, **SHORT)
+    outcome = FaultRun(plan, "exactly_once", tmp_path).execute()
+
+    assert sorted(outcome.faults_done) == ["kill", "rebalance"]
+    assert outcome.exact, summary(outcome)
+
+
+def test_at_least_once_runs_the_same_faults_duplicating_but_never_losing(kafka, tmp_path):
     plan = Plan(faults={"kill": 2}, seed=9, **SHORT)
     outcome = FaultRun(plan, "at_least_once", tmp_path).execute()
 
-    # duplicates (and, with a dedup table, even lost updates) are this guarantee's
-    # price: the report counts them, the test does not assert them away
+    # duplicates are this guarantee's price: the report counts them; a lost event is a defect
     assert outcome.faults_done == ["kill", "kill"]
+    assert outcome.losses == 0, summary(outcome)
     assert outcome.events_in == int(plan.rate * plan.duration_s)
     assert outcome.checks["verifier saw every committed update"], summary(outcome)
     assert outcome.checks["no worker died unasked"], summary(outcome)
