@@ -14,10 +14,10 @@ app that asks for something exactly-once cannot do: :mod:`faust_eos.errors`.
 """
 from faust.stores import STORES
 
-from faust_eos.errors import MissingTopic, SendNotCommittable, SettingRefused, StoreRefused
+from faust_eos.errors import MissingTopic, OutputNotWritten, SendNotCommittable, SettingRefused, StoreRefused
 from faust.transport.drivers import TRANSPORTS
 
 TRANSPORTS.aliases.setdefault("eos", "faust_eos.transport:Transport")
 STORES.aliases.setdefault("eos-rocksdb", "faust_eos.store:Store")
 
-__all__ = ["MissingTopic", "SendNotCommittable", "SettingRefused", "StoreRefused"]
+__all__ = ["MissingTopic", "OutputNotWritten", "SendNotCommittable", "SettingRefused", "StoreRefused"]

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from faust.streams import current_event
 from faust.types import TP
 from faust.types.tuples import FutureMessage
 
+from faust_eos.errors import OutputNotWritten
 from faust_eos.staging import (
     UNBOUND,
     Source,
@@ -42,6 +43,14 @@ class HeldChangelogs:
         self.tables = tables
         self.staging = Staging()
         self._producer = producer
+        self._output_failure: Optional[BaseException] = None
+
+    def output_failed(self, exc: BaseException) -> None:
+        """An output record's send failed (Faust's flush does not say so): no offset may commit any more."""
+        if self._output_failure is None:
+            log.error("An output record could not be written (%r): the worker stops at its next commit, "
+                      "and its events since the last commit are processed again", exc)
+            self._output_failure = exc
 
     def hold(self, fut: FutureMessage) -> None:
         """Stage a table's changelog record with the event that wrote it (outside events: its own partition)."""
@@ -59,7 +68,11 @@ class HeldChangelogs:
         """Send, acknowledge and store the records of events below ``offsets``, and any written outside events.
 
         Raises what the producer raises; the records are then held again, for the next commit.
+        Raises :class:`OutputNotWritten` if an output record failed since start: committing would
+        lose its event, so the worker stops instead and the events since the last commit replay.
         """
+        if self._output_failure is not None:
+            raise OutputNotWritten(f"an output record could not be written: {self._output_failure!r}")
         taken: list[tuple[SourceTP, list[StagedRecord]]] = []
         for tp, offset in offsets.items():
             source = SourceTP(tp.topic, tp.partition)

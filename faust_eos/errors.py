@@ -14,6 +14,10 @@ class SettingRefused(RuntimeError):
     """A Faust setting would let records bypass the transactions."""
 
 
+class OutputNotWritten(RuntimeError):
+    """Under at-least-once, an output record could not be written: its event's offset must not commit."""
+
+
 class MissingTopic(RuntimeError):
     """Records are sent to a topic the cluster lacks, and this app may not create it."""
 

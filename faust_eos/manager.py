@@ -8,6 +8,7 @@ Partitions are claimed here when assigned, which fences their previous owner.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,7 +22,7 @@ from faust.types import TP
 from faust.types.tuples import FutureMessage, RecordMetadata
 
 from faust_eos.commit import PartitionCommits
-from faust_eos.errors import MissingTopic, SendNotCommittable, SettingRefused, wait_inside_event_refused
+from faust_eos.errors import MissingTopic, SendNotCommittable, SettingRefused, StoreRefused, wait_inside_event_refused
 from faust_eos.offsets import CommittedOffsets, bootstrap_servers
 from faust_eos.outside import OutsideEventSends, outside_transactional_id, worker_id
 from faust_eos.staging import UNBOUND, Source, SourceTP, Staging, future_resolver, staged_record
@@ -161,7 +162,7 @@ class TransactionManager(FaustTransactionManager):
         if event is not None:
             source = Source(event.message.topic, event.message.partition, event.message.offset)
             if changelog is not None:
-                self._changelog_sources[changelog] = SourceTP(source.topic, source.partition)
+                self._note_changelog_source(changelog, SourceTP(source.topic, source.partition))
         elif changelog is not None:
             source = self._changelog_source(changelog)
         else:
@@ -172,14 +173,32 @@ class TransactionManager(FaustTransactionManager):
         if changelog is not None:
             self.tables.hold(record)
         if len(self.staging) >= self._max_uncommitted and self._early_commit is None:
-            self._early_commit = asyncio.ensure_future(self._commit_early())
+            # in a context of its own: the commit is no part of the event being processed
+            self._early_commit = self.loop.create_task(self._commit_early(), context=contextvars.Context())
 
     async def _commit_early(self) -> None:
         """Commit before the interval ends: the records waiting for their transactions reached the limit."""
         try:
             await self.consumer.commit()
+        except Exception:
+            log.exception("An early commit (%d records staged) failed; the next interval commits", len(self.staging))
         finally:
             self._early_commit = None
+
+    def _note_changelog_source(self, changelog: tuple[str, int], source: SourceTP) -> None:
+        """Remember which input partition writes a table partition; refuse a second one.
+
+        Each input partition commits in a transaction of its own: a table partition
+        written from two could not hold a checkpoint that covers both.
+        """
+        known = self._changelog_sources.setdefault(changelog, source)
+        if known != source:
+            topic, partition = changelog
+            raise StoreRefused(
+                f"table partition {topic}[{partition}] is written by events of {known.topic}[{known.partition}] "
+                f"and of {source.topic}[{source.partition}]: under exactly_once each table is written from one "
+                "input topic, co-partitioned with it"
+            )
 
     def _changelog_source(self, changelog: tuple[str, int]) -> Source:
         """Where a changelog write made outside an event commits: its table partition's input partition."""
@@ -267,6 +286,9 @@ class TransactionManager(FaustTransactionManager):
         gone = {SourceTP(tp.topic, tp.partition) for tp in revoked}
         for tp in gone & self.staging.pending():
             self._commits.give_up(tp, f"{tp.topic}[{tp.partition}] revoked before commit")
+        # a table partition no longer written here: a later expiry must not stage into it
+        for changelog in [c for c, source in self._changelog_sources.items() if source in gone]:
+            del self._changelog_sources[changelog]
         async with self._ownership:
             for tp in gone & self._transactions.keys():
                 self._transactions.pop(tp).close()
@@ -276,7 +298,7 @@ class TransactionManager(FaustTransactionManager):
         return SourceTP(tp.topic, tp.partition) in self._transactions
 
     async def on_rebalance(self, assigned: Set[TP], revoked: Set[TP], newly_assigned: Set[TP]) -> None:
-        """Check the assigned tables' local state, then claim every assigned input partition afresh.
+        """Claim every assigned input partition afresh, then check the assigned tables' local state.
 
         Even a partition this worker keeps is claimed again: if the worker was
         out of the group for a while (paused, cut off), another owner may have
@@ -286,13 +308,15 @@ class TransactionManager(FaustTransactionManager):
             for transaction in self._transactions.values():
                 transaction.close()
             self._transactions.clear()
-            await self._check_local_state({tp for tp in assigned if tp.topic in self._changelog_topics})
             claim = [
                 SourceTP(tp.topic, tp.partition)
                 for tp in assigned
-                if not self.app.assignor.is_standby(tp) and tp.topic not in self.app.tables.changelog_topics
+                if not self.app.assignor.is_standby(tp) and tp.topic not in self._changelog_topics
             ]
             await asyncio.gather(*(self._claim(tp) for tp in claim))
+            # After the claims: they wait for the commit markers of the previous owners' (and this
+            # worker's own hand-over) transactions, which the changelogs' ends must include.
+            await self._check_local_state({tp for tp in assigned if tp.topic in self._changelog_topics})
 
     async def _claim(self, tp: SourceTP) -> None:
         transaction = self._new_transaction(tp, transactional_id(self.app.conf.id, tp))

@@ -35,7 +35,11 @@ log = logging.getLogger(__name__)
 #: keys of the store's own bookkeeping, beside the table's keys in each partition database
 CHECKPOINT_KEY = faust_internals.StoreHooks.offset_key  # Faust's recovery reads it too
 PARTITIONS_KEY = b"__faust_eos\0partitions__"
-OWN_KEYS = frozenset({CHECKPOINT_KEY, PARTITIONS_KEY})
+#: written with every checkpoint of this store; a checkpoint without it was written by Faust's
+#: own RocksDB store, or an older faust-eos, which wrote state before it committed
+FORMAT_KEY = b"__faust_eos\0format__"
+FORMAT = b"committed-only-1"
+OWN_KEYS = frozenset({CHECKPOINT_KEY, PARTITIONS_KEY, FORMAT_KEY})
 
 
 class Store(faust_internals.StoreHooks):
@@ -81,13 +85,10 @@ class Store(faust_internals.StoreHooks):
         super().__delitem__(key)
 
     def _partitions_holding(self, raw: bytes) -> list[int]:
-        partitions = {partition for partition, keys in self._held.items() if raw in keys}
-        partitions.update(
-            partition
-            for partition, db in list((faust_internals.table_partition_dbs(self) or {}).items())
-            if partition not in self._held or raw not in self._held[partition]
-            if db.get(raw) is not None
-        )
+        """The partitions this worker serves actively that hold ``raw`` (standbys are written by others)."""
+        active = self.active_partition_dbs()
+        partitions = {partition for partition, keys in self._held.items() if raw in keys and partition in active}
+        partitions.update(partition for partition, db in active.items() if db.get(raw) is not None)
         return sorted(partitions)
 
     # -- commits -----------------------------------------------------------------
@@ -100,6 +101,7 @@ class Store(faust_internals.StoreHooks):
             else:
                 batch.put(record.key, record.value)
         batch.put(CHECKPOINT_KEY, str(checkpoint).encode())
+        batch.put(FORMAT_KEY, FORMAT)
         if self.changelog_partitions is not None:
             batch.put(PARTITIONS_KEY, str(self.changelog_partitions).encode())
         self.partition_db(partition).write(batch)
@@ -121,7 +123,10 @@ class Store(faust_internals.StoreHooks):
             partition = event.message.partition
             checkpoints[partition] = max(event.message.offset, checkpoints.get(partition, -1))
         for partition, checkpoint in checkpoints.items():
-            self.partition_db(partition).put(CHECKPOINT_KEY, str(checkpoint).encode())
+            marked = WriteBatch(raw_mode=True)
+            marked.put(CHECKPOINT_KEY, str(checkpoint).encode())
+            marked.put(FORMAT_KEY, FORMAT)
+            self.partition_db(partition).write(marked)
 
     def release(self, records: Iterable[StagedRecord]) -> None:
         """Forget ``records``: committed, or dropped with their transaction. A later write of a key stays."""
@@ -185,6 +190,8 @@ class Store(faust_internals.StoreHooks):
         raw = db.get(CHECKPOINT_KEY)
         if raw is None:
             return None if next(iter(db.keys()), None) is None else "it holds keys but no checkpoint"
+        if db.get(FORMAT_KEY) != FORMAT:
+            return "its checkpoint was written by a store that also wrote uncommitted state"
         checkpoint = int(raw)
         if checkpoint >= changelog_end:
             return f"its checkpoint {checkpoint} is past the changelog's last committed record ({changelog_end - 1})"

@@ -47,6 +47,12 @@ class TableState:
                     "the app store='eos-rocksdb://' (Faust ignores a table's own store URL when nothing follows "
                     "its scheme)"
                 )
+            if table.use_partitioner or table.is_global:
+                raise StoreRefused(
+                    f"table {table.name!r} writes keys to partitions other than its event's (use_partitioner or "
+                    "global): under exactly_once a table partition commits with the one input partition that "
+                    "writes it"
+                )
             self.stores[table.changelog_topic.get_topic_name()] = table.data
         self.changelog_topics = frozenset(self.stores)
 

@@ -60,8 +60,14 @@ class Producer(faust_aiokafka.Producer):
                    headers: Any, *, transactional_id: Optional[str] = None) -> Awaitable[RecordMetadata]:
         if self.app.in_transaction:
             return await self.app.consumer.transactions.send(topic, key, value, partition, timestamp, headers)
-        return await super().send(topic, key, value, partition, timestamp, headers,
+        sent = await super().send(topic, key, value, partition, timestamp, headers,
                                   transactional_id=transactional_id)
+        sent.add_done_callback(self._note_failed_output)
+        return sent
+
+    def _note_failed_output(self, sent: Any) -> None:
+        if not sent.cancelled() and sent.exception() is not None:
+            self.app.consumer.held_changelogs.output_failed(sent.exception())
 
     async def send_and_wait(self, topic: str, key: Any, value: Any, partition: Optional[int],
                             timestamp: Optional[float], headers: Any, *,

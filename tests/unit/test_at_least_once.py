@@ -9,6 +9,7 @@ import pytest
 from faust.types import TP
 
 from faust_eos.at_least_once import HeldChangelogs
+from faust_eos.errors import OutputNotWritten
 from faust_eos.staging import Source, SourceTP, staged_record
 
 CHANGELOG = "app-counts-changelog"
@@ -82,3 +83,12 @@ def test_revoked_partitions_release_their_held_writes():
     changelogs, tables = held(FakeProducer())
     changelogs.drop({PAYMENTS})
     assert sorted(tables.released) == [b"j=1", b"k=1", b"k=2", b"k=3"] and len(changelogs.staging) == 0
+
+
+def test_after_an_output_failed_no_commit_goes_through():
+    producer = FakeProducer()
+    changelogs, tables = held(producer)
+    changelogs.output_failed(OSError("record too large"))
+    with pytest.raises(OutputNotWritten, match="record too large"):
+        asyncio.run(changelogs.write_up_to({PAYMENTS: 4}))
+    assert producer.sent == [] and tables.stored == []

@@ -212,3 +212,12 @@ def test_only_the_store_writes_checkpoints_a_restore_batch_ends_with_the_last_of
     t.store.apply_changelog_batch(records, None, None)
     assert t.table.persisted_offset(TP(changelog, PARTITION)) == 12
     assert t.on_disk("r11") == b"1"
+
+
+def test_a_checkpoint_written_by_faust_s_own_store_or_an_older_release_is_untrusted(tmp_path):
+    t = Table(tmp_path)
+    db = t.store.partition_db(PARTITION)
+    db.put(t.store._encode_key("m1"), b"5")
+    db.put(CHECKPOINT_KEY, b"3")  # as rocksdb:// leaves it, with writes that may never have committed
+    assert t.store.untrusted(PARTITION, changelog_start=0, changelog_end=10) == (
+        "its checkpoint was written by a store that also wrote uncommitted state")
