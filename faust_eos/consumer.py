@@ -14,6 +14,7 @@ from typing import Any, AsyncIterator, Iterable, Mapping, Optional, Set
 from aiokafka.errors import KafkaError as AioKafkaError
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import KafkaException
+from faust.tables.recovery import RebalanceAgain
 from faust.types import TP
 
 from faust_eos import faust_internals
@@ -149,7 +150,13 @@ class Consumer(ConsumerHooks):
         # just assigned; and under transactions the offsets before the end hold commit
         # markers, not records. Asked of the broker: the offset past the last committed record.
         if self.in_transaction:
-            return await self.transactions.restore_ends(partitions)
+            try:
+                return await self.transactions.restore_ends(partitions)
+            except KafkaException as exc:
+                # The broker is away for longer than the reads wait: restore again after a rebalance.
+                log.warning("Could not read where the changelogs end (%s); rejoining the group to restore again", exc)
+                self.request_rejoin()
+                raise RebalanceAgain() from exc
         return await super().highwaters(*partitions)
 
     async def position(self, tp: TP) -> Optional[int]:

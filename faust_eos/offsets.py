@@ -38,6 +38,9 @@ TRANSIENT_CODES = {
     KafkaError.COORDINATOR_NOT_AVAILABLE,
     KafkaError.NOT_COORDINATOR,
     KafkaError.UNSTABLE_OFFSET_COMMIT,
+    KafkaError._TIMED_OUT_QUEUE,  # the request waited in librdkafka's queue for a broker coming back
+    KafkaError.NOT_LEADER_FOR_PARTITION,  # leadership not settled yet after a broker restart
+    KafkaError.LEADER_NOT_AVAILABLE,
 }
 
 #: how far before the LSO a search for the last committed record starts; each miss widens it 8 times

@@ -291,3 +291,28 @@ def test_after_quiet_spells_recovery_skips_to_the_end_only_if_consumer_position_
         assert recovery.active_offsets[CHANGELOG] == applied_after
 
     asyncio.run(scenario())
+
+
+def test_recovery_whose_highwaters_raise_rebalance_again_waits_for_the_next_rebalance_instead_of_crashing():
+    async def scenario() -> None:
+        app = worker_app(stream_recovery_delay=0)
+        app.Table("counts", default=int)
+        recovery = app.tables.recovery
+        asked = asyncio.Queue()
+
+        class Unreadable:
+            async def highwaters(self, *tps: TP) -> dict[TP, int]:
+                asked.put_nowait(tps)
+                raise faust.tables.recovery.RebalanceAgain()
+
+        app.consumer = Unreadable()
+        loop_task = asyncio.ensure_future(type(recovery)._restart_recovery.fun(recovery))
+        try:
+            for _ in range(2):  # the second recovery start is served too: the first did not end the loop
+                recovery.signal_recovery_start.set()
+                await asyncio.wait_for(asked.get(), timeout=30)
+            assert not loop_task.done()
+        finally:
+            loop_task.cancel()
+
+    asyncio.run(scenario())
