@@ -1,4 +1,4 @@
-"""The consumer: what the agents are handed under exactly-once, and how far a commit reaches.
+"""The consumer: what the agents are handed, and how far a commit reaches, under both guarantees.
 
 Faust's aiokafka consumer (through :class:`faust_eos.faust_internals.ConsumerHooks`),
 with delivery decided by :class:`faust_eos.delivery.Delivery`, input partitions
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 class Consumer(ConsumerHooks):
     """Faust's consumer, committing what it holds before partitions move.
 
-    Under exactly-once, what its agents are handed and how far a commit reaches
+    Under both guarantees, what its agents are handed and how far a commit reaches
     is decided by :class:`faust_eos.delivery.Delivery`, not by Faust's read
     offsets and gaps: each input record is handed out once per ownership of its
     partition, and a commit never passes a record that was not processed.
