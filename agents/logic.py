@@ -1,4 +1,4 @@
-"""The pipeline's decisions as pure functions: dedup verdicts and aggregation.
+"""The pipeline's decisions as pure functions: dedup verdicts, aggregation and event time.
 
 No Kafka, no Faust state: the agents call these, the unit tests test them, and
 ``reconcile`` uses them to recompute what the outputs must be.
@@ -23,9 +23,14 @@ def seen_entry(payment: Payment, now: float) -> SeenEvent:
     return SeenEvent(fingerprint=payment.fingerprint(), first_seen=now)
 
 
+def dedup_expired(seen: SeenEvent, now: float, retention_s: float) -> bool:
+    """Whether a dedup entry is past its retention: it no longer makes a repeat a duplicate."""
+    return now - seen.first_seen > retention_s
+
+
 def dedup_verdict(seen: Optional[SeenEvent], payment: Payment, now: float, retention_s: float) -> Verdict:
     """Classify ``payment`` against what the dedup table holds for its event_id."""
-    if seen is None or now - seen.first_seen > retention_s:
+    if seen is None or dedup_expired(seen, now, retention_s):
         return Verdict.NEW
     if seen.fingerprint == payment.fingerprint():
         return Verdict.DUPLICATE
@@ -64,3 +69,18 @@ def add_to_window(window: Optional[WindowTotal], payment: Payment, size_s: int) 
         amount_cents=amount + payment.amount_cents,
         event_id=payment.event_id,
     )
+
+
+def advance_stream_time(stream_time: Optional[float], ts: float) -> float:
+    """A partition's stream time after an event of time ``ts``: the largest event time seen on it."""
+    return ts if stream_time is None else max(stream_time, ts)
+
+
+def window_closed(window_end: float, stream_time: Optional[float], grace_s: float) -> bool:
+    """Whether a window has closed: stream time reached its end plus the grace period."""
+    return stream_time is not None and window_end + grace_s <= stream_time
+
+
+def is_late(ts: float, stream_time: Optional[float], size_s: int, grace_s: float) -> bool:
+    """Whether an event of time ``ts`` arrives after its window closed."""
+    return window_closed(window_start(ts, size_s) + size_s, stream_time, grace_s)

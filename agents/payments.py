@@ -5,7 +5,11 @@ event_id -> re-key by merchant. Bad records and conflicting repeats go to the
 dead-letter topic with their original bytes.
 
 ``aggregate``: payments by merchant -> running total and tumbling-window total
-per merchant -> one output record per update.
+per merchant -> one output record per update. Windows live in event time: a
+partition's stream time is the largest event time seen on it, a window closes
+once stream time passes its end plus the grace period, and an event for a
+closed window still counts in its merchant's running total but goes to the
+dead-letter topic (reason ``late``) instead of its window.
 """
 from __future__ import annotations
 
@@ -18,7 +22,9 @@ from agents.logic import (
     Verdict,
     add_to_total,
     add_to_window,
+    advance_stream_time,
     dedup_verdict,
+    is_late,
     seen_entry,
     window_key,
     window_start,
@@ -27,17 +33,16 @@ from agents.models import Payment
 from agents.validation import Reason, Rejection, parse_payment
 from app import app, metrics
 from config import settings
-from tables import merchant_totals, seen_events, window_totals
+from tables import DEDUP_RETENTION_S, close_windows, expire_seen_events, merchant_totals, seen_events, stream_times, window_totals
 
-RETENTION_S = settings.dedup_retention_days * 86_400
 ingest_metrics = metrics.AgentMetrics("ingest", settings.input_topic)
 aggregate_metrics = metrics.AgentMetrics("aggregate", settings.by_merchant_topic)
 
 
-async def dead_letter(event: faust.EventT, rejection: Rejection) -> None:
+async def dead_letter(event: faust.EventT, rejection: Rejection, counted_by: metrics.AgentMetrics) -> None:
     """Send the record behind ``event`` to the dead-letter topic, untouched."""
     message = event.message
-    ingest_metrics.dead_lettered(rejection.reason.value)
+    counted_by.dead_lettered(rejection.reason.value)
     await topics.dead_letters.send(
         key=message.key,
         value=message.value,
@@ -55,18 +60,20 @@ async def dead_letter(event: faust.EventT, rejection: Rejection) -> None:
 async def ingest(stream: faust.StreamT) -> None:
     async for event in stream.events():
         ingest_metrics.events_in.inc()
+        expire_seen_events()
         result = parse_payment(event.message.value, max_bytes=settings.max_event_bytes,
                                max_amount_cents=settings.max_amount_cents)
         if isinstance(result, Rejection):
-            await dead_letter(event, result)
+            await dead_letter(event, result, ingest_metrics)
             continue
         now = time.time()
-        verdict = dedup_verdict(seen_events.get(result.event_id), result, now, RETENTION_S)
+        verdict = dedup_verdict(seen_events.get(result.event_id), result, now, DEDUP_RETENTION_S)
         if verdict is Verdict.DUPLICATE:
             ingest_metrics.deduplicated.inc()
         elif verdict is Verdict.CONFLICT:
             ingest_metrics.conflicting.inc()
-            await dead_letter(event, Rejection(Reason.CONFLICT, f"event_id {result.event_id} seen with other content"))
+            await dead_letter(event, Rejection(Reason.CONFLICT, f"event_id {result.event_id} seen with other content"),
+                              ingest_metrics)
         elif verdict is Verdict.NEW:
             seen_events[result.event_id] = seen_entry(result, now)
             await topics.payments_by_merchant.send(key=result.merchant_id, value=result)
@@ -74,14 +81,29 @@ async def ingest(stream: faust.StreamT) -> None:
 
 @app.agent(topics.payments_by_merchant)
 async def aggregate(stream: faust.StreamT[Payment]) -> None:
-    async for payment in stream:
+    size, grace = settings.window_seconds, settings.window_grace_seconds
+    async for event in stream.events():
+        payment: Payment = event.value
         aggregate_metrics.events_in.inc()
+        partition = str(event.message.partition)
+        seen_until = stream_times.get(partition)
+        stream_time = advance_stream_time(seen_until, payment.ts)
+        if stream_time != seen_until:
+            stream_times[partition] = stream_time
+        close_windows()
+
         total = add_to_total(merchant_totals.get(payment.merchant_id), payment)
         merchant_totals[payment.merchant_id] = total
         await topics.merchant_totals.send(key=payment.merchant_id, value=total)
 
-        key = window_key(payment.merchant_id, window_start(payment.ts, settings.window_seconds))
-        window = add_to_window(window_totals.get(key), payment, settings.window_seconds)
-        window_totals[key] = window
-        await topics.window_totals.send(key=payment.merchant_id, value=window)
+        start = window_start(payment.ts, size)
+        if is_late(payment.ts, stream_time, size, grace):
+            await dead_letter(event, Rejection(
+                Reason.LATE, f"window {start:.0f}-{start + size:.0f} closed at stream time {stream_time:.3f} "
+                             f"(grace {grace:g} s); counted in the merchant total only"), aggregate_metrics)
+        else:
+            key = window_key(payment.merchant_id, start)
+            window = add_to_window(window_totals.get(key), payment, size)
+            window_totals[key] = window
+            await topics.window_totals.send(key=payment.merchant_id, value=window)
         aggregate_metrics.aggregated.inc()

@@ -33,6 +33,7 @@ class Reason(str, Enum):
     NEGATIVE_AMOUNT = "negative_amount"
     ABSURD_AMOUNT = "absurd_amount"
     CONFLICT = "conflict"  # same event_id as an earlier event, different content
+    LATE = "late"  # its window had closed (stream time past its end plus grace): left out of the window totals
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ SCRAPE_TIMEOUT_S = 5.0
 _AGENT_LABELS = ["agent", "topic"]
 events_in = Counter(f"{PREFIX}_events_in_total", "Events an agent took from its input topic", _AGENT_LABELS)
 events_aggregated = Counter(
-    f"{PREFIX}_events_aggregated_total", "Events added to the running and window totals", _AGENT_LABELS
+    f"{PREFIX}_events_aggregated_total", "Events added to the running totals (and to their window, unless late)", _AGENT_LABELS
 )
 events_deduplicated = Counter(
     f"{PREFIX}_events_deduplicated_total", "Repeats of a counted event_id with the same content, dropped", _AGENT_LABELS

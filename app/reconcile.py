@@ -7,8 +7,14 @@ duplicates and which are dead letters; then it checks the committed outputs:
 * ``merchant-totals``: per merchant, updates count 1, 2, 3, ... with no repeat
   and no gap, each adding exactly its event's amount, every counted event
   exactly once, final totals equal to the recomputation;
-* ``merchant-windows``: the same per merchant and window;
-* ``payments-dlq``: exactly the bad input records, with their reason and bytes.
+* ``merchant-windows``: the same per merchant and window, for every counted
+  event that was not late;
+* ``payments-dlq``: exactly the bad input records, with their reason and bytes,
+  and the late ``payments-by-merchant`` records.
+
+Which events are late depends on the order they reached ``payments-by-merchant``
+(stream time is the largest event time seen on each of its partitions), so that
+topic is replayed in order with the pipeline's rule.
 
 Run it once the pipeline has drained (``--wait`` re-checks until then).
 """
@@ -22,7 +28,7 @@ from typing import Any, Callable, Iterable, NamedTuple, Optional
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from agents.logic import Verdict, dedup_verdict, seen_entry, window_start
+from agents.logic import Verdict, advance_stream_time, dedup_verdict, is_late, seen_entry, window_start
 from agents.models import Payment, SeenEvent
 from agents.validation import Reason, Rejection, parse_payment
 from config import Settings
@@ -89,6 +95,13 @@ class Expectation:
     dead: dict[tuple[int, int], tuple[Reason, Optional[bytes]]] = field(default_factory=dict)
     #: event_ids seen in more than one input partition: dedup (per partition) cannot catch their repeats
     split_event_ids: dict[str, set[int]] = field(default_factory=dict)
+    #: (partition, offset) of each late ``payments-by-merchant`` record -> (event_id, its bytes)
+    late: dict[tuple[int, int], tuple[str, Optional[bytes]]] = field(default_factory=dict)
+
+    def counted_in_windows(self) -> dict[str, Payment]:
+        """The counted events that were not late: each must update its window."""
+        late = {event_id for event_id, _ in self.late.values()}
+        return {event_id: p for event_id, p in self.counted.items() if event_id not in late}
 
 
 def expect(inputs: Iterable[Rec], settings: Settings) -> Expectation:
@@ -118,6 +131,19 @@ def expect(inputs: Iterable[Rec], settings: Settings) -> Expectation:
     return expectation
 
 
+def find_late(by_merchant: Iterable[Rec], settings: Settings) -> dict[tuple[int, int], tuple[str, Optional[bytes]]]:
+    """Replay stream time over ``payments-by-merchant`` (in partition, offset order): the late records."""
+    late = {}
+    stream_times: dict[int, float] = {}
+    for rec in by_merchant:
+        payment = json.loads(rec.value)
+        stream_time = advance_stream_time(stream_times.get(rec.partition), payment["ts"])
+        stream_times[rec.partition] = stream_time
+        if is_late(payment["ts"], stream_time, settings.window_seconds, settings.window_grace_seconds):
+            late[(rec.partition, rec.offset)] = (payment["event_id"], rec.value)
+    return late
+
+
 class Problems:
     """Problems found, counted by kind, with a few examples of each."""
 
@@ -136,7 +162,7 @@ class Problems:
 
 def check_update_stream(
     updates: Iterable[tuple[str, dict]],
-    expectation: Expectation,
+    counted: dict[str, Payment],
     problems: Problems,
     *,
     what: str,
@@ -145,14 +171,14 @@ def check_update_stream(
     """Check per-group update streams; return each group's final (count, amount).
 
     ``updates`` yields (group, value) in the order a reader sees them, where a
-    value has ``count``, ``amount_cents`` and ``event_id``; ``group_of`` names
-    the group a counted payment must update.
+    value has ``count``, ``amount_cents`` and ``event_id``; ``counted``: the
+    events that must each update their group once; ``group_of`` names the group.
     """
     last: dict[str, tuple[int, int]] = {}
     seen_events: set[tuple[str, str]] = set()
     for group, value in updates:
         count, amount = last.get(group, (0, 0))
-        payment = expectation.counted.get(value["event_id"])
+        payment = counted.get(value["event_id"])
         if (group, value["event_id"]) in seen_events:
             problems.add(f"{what}: duplicate update", f"{group}: event {value['event_id']} applied again")
         elif payment is None:
@@ -166,7 +192,7 @@ def check_update_stream(
                 f"{group}: {value['amount_cents']} after {amount} + {payment.amount_cents}",
             )
         last[group] = (value["count"], value["amount_cents"])
-    for event_id, payment in expectation.counted.items():
+    for event_id, payment in counted.items():
         if (group_of(payment), event_id) not in seen_events:
             problems.add(f"{what}: lost event", f"{group_of(payment)}: event {event_id} never applied")
     return last
@@ -186,6 +212,7 @@ def reconcile(settings: Settings) -> dict[str, Any]:
     """Read input and outputs, compare, and return the report (``report['ok']``)."""
     started = time.monotonic()
     expectation = expect(read_committed(settings, settings.input_topic), settings)
+    expectation.late = find_late(read_committed(settings, settings.by_merchant_topic), settings)
     problems = Problems()
     for event_id, partitions in expectation.split_event_ids.items():
         problems.add(
@@ -198,9 +225,11 @@ def reconcile(settings: Settings) -> dict[str, Any]:
     def window_of(payment: Payment) -> str:
         return f"{payment.merchant_id}@{window_start(payment.ts, settings.window_seconds):.0f}"
 
+    in_windows = expectation.counted_in_windows()
     for payment in expectation.counted.values():
         count, amount = expected_totals[payment.merchant_id]
         expected_totals[payment.merchant_id] = (count + 1, amount + payment.amount_cents)
+    for payment in in_windows.values():
         window = window_of(payment)
         count, amount = expected_windows[window]
         expected_windows[window] = (count + 1, amount + payment.amount_cents)
@@ -209,7 +238,7 @@ def reconcile(settings: Settings) -> dict[str, Any]:
     totals = [json.loads(r.value) for r in total_records]
     final_totals = check_update_stream(
         ((t["merchant_id"], t) for t in totals),
-        expectation,
+        expectation.counted,
         problems,
         what="totals",
         group_of=lambda payment: payment.merchant_id,
@@ -218,7 +247,7 @@ def reconcile(settings: Settings) -> dict[str, Any]:
 
     windows = [json.loads(r.value) for r in read_committed(settings, settings.windows_topic)]
     window_updates = ((f"{w['merchant_id']}@{w['window_start']:.0f}", w) for w in windows)
-    final_windows = check_update_stream(window_updates, expectation, problems, what="windows", group_of=window_of)
+    final_windows = check_update_stream(window_updates, in_windows, problems, what="windows", group_of=window_of)
     compare_finals(final_windows, expected_windows, problems, what="windows")
 
     dead_letters = read_committed(settings, settings.dlq_topic)
@@ -229,7 +258,8 @@ def reconcile(settings: Settings) -> dict[str, Any]:
         "input_records": expectation.inputs,
         "counted_events": len(expectation.counted),
         "upstream_duplicates": expectation.duplicates,
-        "expected_dead_letters": len(expectation.dead),
+        "expected_dead_letters": len(expectation.dead) + len(expectation.late),
+        "late_events": len(expectation.late),
         "dead_letters": len(dead_letters),
         "total_updates": len(totals),
         "window_updates": len(windows),
@@ -249,28 +279,39 @@ def _span_s(records: list[Rec]) -> float:
 
 
 def check_dead_letters(dead_letters: list[Rec], expectation: Expectation, settings: Settings, problems: Problems) -> None:
-    found: Counter[tuple[int, int]] = Counter()
+    """Every expected dead letter exactly once, with its reason and its source record's bytes."""
+    expected = {(settings.input_topic, *source): want for source, want in expectation.dead.items()}
+    expected.update({(settings.by_merchant_topic, *source): (Reason.LATE, value)
+                     for source, (_, value) in expectation.late.items()})
+    found: Counter[tuple[str, int, int]] = Counter()
     for rec in dead_letters:
         try:
-            source = (int(rec.headers["dlq.source.partition"]), int(rec.headers["dlq.source.offset"]))
+            source = (rec.headers["dlq.source.topic"].decode(), int(rec.headers["dlq.source.partition"]),
+                      int(rec.headers["dlq.source.offset"]))
             reason = Reason(rec.headers["dlq.reason"].decode())
         except (KeyError, ValueError):
             problems.add("dlq: malformed", f"dlq[{rec.partition}]@{rec.offset}: headers {sorted(rec.headers)}")
             continue
         found[source] += 1
         if found[source] > 1:
-            problems.add("dlq: duplicate", f"input {source} dead-lettered {found[source]} times")
-        elif source not in expectation.dead:
-            problems.add("dlq: unexpected", f"input {source} ({reason.value}) should not be a dead letter")
+            problems.add("dlq: duplicate", f"{_source_text(source)} dead-lettered {found[source]} times")
+        elif source not in expected:
+            problems.add("dlq: unexpected", f"{_source_text(source)} ({reason.value}) should not be a dead letter")
         else:
-            want_reason, want_value = expectation.dead[source]
+            want_reason, want_value = expected[source]
             if reason is not want_reason:
-                problems.add("dlq: wrong reason", f"input {source}: {reason.value}, expected {want_reason.value}")
+                problems.add("dlq: wrong reason",
+                             f"{_source_text(source)}: {reason.value}, expected {want_reason.value}")
             if rec.value != want_value:
-                problems.add("dlq: bytes changed", f"input {source}: value differs from the input record")
-    for source, (reason, _) in expectation.dead.items():
+                problems.add("dlq: bytes changed", f"{_source_text(source)}: value differs from the source record")
+    for source, (reason, _) in expected.items():
         if source not in found:
-            problems.add("dlq: missing", f"input {source} ({reason.value}) never reached the dead-letter topic")
+            problems.add("dlq: missing", f"{_source_text(source)} ({reason.value}) never reached the dead-letter topic")
+
+
+def _source_text(source: tuple[str, int, int]) -> str:
+    topic, partition, offset = source
+    return f"{topic}[{partition}]@{offset}"
 
 
 def reconcile_until_settled(settings: Settings, wait_s: float, on_retry=None) -> dict[str, Any]:

@@ -49,6 +49,7 @@ class Settings:
     partitions: int  # PARTITIONS: of payments, the repartition topic and tables
     dedup_retention_days: float  # DEDUP_RETENTION_DAYS: how long event_ids are remembered
     window_seconds: int  # WINDOW_SECONDS: tumbling window size
+    window_grace_seconds: float  # WINDOW_GRACE_SECONDS: how long, in stream time, a window stays open past its end (default: a tenth of the window)
     max_amount_cents: int  # MAX_AMOUNT_CENTS: larger amounts are rejected
     max_event_bytes: int  # MAX_EVENT_BYTES: larger records are rejected
     data_dir: Path  # DATA_DIR: worker state (RocksDB); one per worker process
@@ -123,6 +124,13 @@ def _positive_float(raw: str) -> float:
     return value
 
 
+def _non_negative_float(raw: str) -> float:
+    value = float(raw)
+    if not 0 <= value < float("inf"):
+        raise ValueError(raw)
+    return value
+
+
 def _guarantee(raw: str) -> str:
     if raw not in GUARANTEES:
         raise ValueError(raw)
@@ -145,6 +153,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     port = _read(env, "BROKER_PORT", 9092, _positive_int, "a TCP port number, e.g. 9092")
     external = env.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
+    window_seconds = _read(env, "WINDOW_SECONDS", 60, _positive_int, "seconds, e.g. 60")
     settings = Settings(
         bootstrap_servers=external or f"localhost:{port}",
         use_local_broker=not external,
@@ -163,7 +172,9 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         transaction_timeout_ms=_read(env, "TRANSACTION_TIMEOUT_MS", 60_000, _positive_int, "milliseconds, e.g. 60000"),
         partitions=_read(env, "PARTITIONS", 6, _positive_int, "a partition count, e.g. 6"),
         dedup_retention_days=_read(env, "DEDUP_RETENTION_DAYS", 7.0, _positive_float, "days, e.g. 7"),
-        window_seconds=_read(env, "WINDOW_SECONDS", 60, _positive_int, "seconds, e.g. 60"),
+        window_seconds=window_seconds,
+        window_grace_seconds=_read(env, "WINDOW_GRACE_SECONDS", window_seconds / 10, _non_negative_float,
+                                   "seconds, 0 or more, e.g. 6"),
         max_amount_cents=_read(env, "MAX_AMOUNT_CENTS", 100_000_000, _positive_int, "cents, e.g. 100000000"),
         max_event_bytes=_read(env, "MAX_EVENT_BYTES", 4096, _positive_int, "bytes, e.g. 4096"),
         data_dir=_read(env, "DATA_DIR", REPO_ROOT / ".data" / "worker", lambda s: Path(s).resolve(), "a directory"),

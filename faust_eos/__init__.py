@@ -6,7 +6,8 @@ and exactly-once::
     app = faust.App("my-app", broker="eos://localhost:9092", store="eos-rocksdb://",
                     processing_guarantee="exactly_once")
 
-The store (:mod:`faust_eos.store`) holds only committed table state. Both are registered for Faust when this package is
+The store (:mod:`faust_eos.store`) holds only committed table state; a
+:class:`Sweep` deletes a table's expired entries inside the events that write it. Both are registered for Faust when this package is
 installed, through entry points; importing :mod:`faust_eos` registers them too.
 How it works: :mod:`faust_eos.transport`; the commit itself:
 :mod:`faust_eos.commit` and :mod:`faust_eos.transaction`. What it raises at an
@@ -14,10 +15,12 @@ app that asks for something exactly-once cannot do: :mod:`faust_eos.errors`.
 """
 from faust.stores import STORES
 
-from faust_eos.errors import MissingTopic, OutputNotWritten, SendNotCommittable, SettingRefused, StoreRefused
 from faust.transport.drivers import TRANSPORTS
+
+from faust_eos.errors import MissingTopic, OutputNotWritten, SendNotCommittable, SettingRefused, StoreRefused
+from faust_eos.sweep import Sweep
 
 TRANSPORTS.aliases.setdefault("eos", "faust_eos.transport:Transport")
 STORES.aliases.setdefault("eos-rocksdb", "faust_eos.store:Store")
 
-__all__ = ["MissingTopic", "OutputNotWritten", "SendNotCommittable", "SettingRefused", "StoreRefused"]
+__all__ = ["MissingTopic", "OutputNotWritten", "SendNotCommittable", "SettingRefused", "StoreRefused", "Sweep"]

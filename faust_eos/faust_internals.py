@@ -33,8 +33,9 @@ Private names used, and why:
   :class:`StoreHooks`): every read and write of a table's local state.
 * the RocksDB store's ``_dbs`` and ``_db_for_partition``: its open database per
   table partition (:func:`table_partition_dbs`, :meth:`StoreHooks.partition_db`,
-  :func:`close_table_partition`), and ``_encode_key``: a key as the store writes it
-  (:func:`encoded_key`).
+  :func:`close_table_partition`), ``_encode_key``: a key as the store writes it
+  (:func:`encoded_key`), and ``_decode_key`` and ``_decode_value``: a stored entry
+  as the table reads it (:func:`decoded_entry`).
 """
 from __future__ import annotations
 
@@ -162,6 +163,11 @@ def table_partition_dbs(store: Any) -> Optional[Mapping[int, Any]]:
 def encoded_key(store: Any, key: Any) -> bytes:
     """``key`` (as the table sees it) in the bytes the store and the changelog hold."""
     return store._encode_key(key)
+
+
+def decoded_entry(store: Any, key: bytes, value: bytes) -> tuple[Any, Any]:
+    """A stored (key, value) as the table sees them."""
+    return store._decode_key(key), store._decode_value(value)
 
 
 def close_table_partition(store: Any, partition: int) -> None:

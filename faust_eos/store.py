@@ -164,6 +164,27 @@ class Store(faust_internals.StoreHooks):
                 if record.value is not None:
                     yield key, record.value
 
+    def committed_entries(
+        self, partition: int, *, after: Optional[bytes], limit: int
+    ) -> tuple[list[tuple[Any, Any]], Optional[bytes]]:
+        """Up to ``limit`` committed entries of ``partition`` past raw key ``after``, as the table reads them.
+
+        Keys with a write waiting for its commit are left out. Also returns where the
+        next call goes on from: the last raw key read, or None once the end was reached.
+        """
+        held = self._held.get(partition, {})
+        entries, last = [], None
+        for raw, value in self.partition_db(partition).items(from_key=after):
+            if raw == after:
+                continue
+            last = raw
+            if raw not in OWN_KEYS and raw not in held:
+                entries.append(faust_internals.decoded_entry(self, raw, value))
+            limit -= 1
+            if limit == 0:
+                return entries, last
+        return entries, None
+
     def committed_key_counts(self) -> dict[int, int]:
         """Keys held in RocksDB per open table partition (committed state; not the store's own keys)."""
         counts = {}

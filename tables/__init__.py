@@ -3,16 +3,26 @@
 Every table is partitioned like the stream that updates it (a write goes to
 the changelog partition of the event being processed), so each worker holds
 the state of exactly the partitions it consumes.
+
+State stays bounded: the sweeps delete dedup entries past their retention and
+windows past their grace period, inside the events of their partitions (so the
+tombstones commit with them; :mod:`faust_eos.sweep`).
 """
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+import time
+from typing import Any, Awaitable, Callable, Optional
 
+from faust.streams import current_event
+
+from agents.logic import dedup_expired, window_closed
 from agents.models import MerchantTotal, SeenEvent, WindowTotal
 from app import app, metrics
 from config import settings
+from faust_eos import Sweep
 
 DAY_MS = 86_400_000
+DEDUP_RETENTION_S = settings.dedup_retention_days * DAY_MS / 1000
 
 #: changelog settings of tables whose old entries may go: compacted, and
 #: records older than the dedup retention deleted
@@ -57,4 +67,32 @@ window_totals = app.Table(
     partitions=settings.partitions,
     help=f"count and amount per merchant per {settings.window_seconds} s window",
     extra_topic_configs=EXPIRING_CHANGELOG,
+)
+
+#: str(partition) -> the largest event time seen on that partition of ``payments-by-merchant``;
+#: it decides when windows close, and it commits with the events that moved it
+stream_times = app.Table(
+    "stream-times",
+    on_changelog_event=counting_restores("stream-times"),
+    default=None,
+    value_type=float,
+    partitions=settings.partitions,
+    help="stream time (largest event time seen) per partition of payments-by-merchant",
+)
+
+
+def current_stream_time() -> Optional[float]:
+    """The stream time of the partition whose event is being processed."""
+    return stream_times.get(str(current_event().message.partition))
+
+
+#: called once per ``ingest`` event: deletes dedup entries past their retention
+expire_seen_events = Sweep(
+    seen_events,
+    lambda _event_id, seen: dedup_expired(seen, time.time(), DEDUP_RETENTION_S),
+)
+#: called once per ``aggregate`` event: deletes windows that have closed
+close_windows = Sweep(
+    window_totals,
+    lambda _key, window: window_closed(window.window_end, current_stream_time(), settings.window_grace_seconds),
 )

@@ -13,7 +13,7 @@ from tools.workers import Worker, wait_for
 from worker_metrics import is_ready, scrape, series, value
 
 DRAIN_S = 180  # bounds a hang on a shared machine; not a timing check
-TABLES = ("seen-events", "merchant-totals", "merchant-window-totals")
+TABLES = ("seen-events", "merchant-totals", "merchant-window-totals", "stream-times")
 
 
 def get_json(worker: Worker, path: str) -> tuple[int, dict]:

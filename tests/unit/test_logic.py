@@ -1,5 +1,17 @@
-"""The pipeline's decisions: dedup verdicts, running totals, tumbling windows."""
-from agents.logic import Verdict, add_to_total, add_to_window, dedup_verdict, seen_entry, window_key, window_start
+"""The pipeline's decisions: dedup verdicts, running totals, tumbling windows, stream time."""
+from agents.logic import (
+    Verdict,
+    add_to_total,
+    add_to_window,
+    advance_stream_time,
+    dedup_expired,
+    dedup_verdict,
+    is_late,
+    seen_entry,
+    window_closed,
+    window_key,
+    window_start,
+)
 from agents.models import Payment
 
 RETENTION_S = 7 * 86_400
@@ -81,3 +93,33 @@ def test_later_payment_in_the_window_adds_to_it():
 
 def test_window_key_names_merchant_and_start():
     assert window_key("m001", window_start(1000.5, 60)) == "m001@960"
+
+
+# --- retention and stream time ----------------------------------------------
+
+def test_a_dedup_entry_expires_once_older_than_the_retention_and_then_counts_a_repeat_again():
+    seen = seen_entry(payment(), now=5000.0)
+    assert not dedup_expired(seen, now=5000.0 + RETENTION_S, retention_s=RETENTION_S)
+    assert dedup_expired(seen, now=5000.1 + RETENTION_S, retention_s=RETENTION_S)
+    assert dedup_verdict(seen, payment(), now=5000.1 + RETENTION_S, retention_s=RETENTION_S) is Verdict.NEW
+
+
+def test_stream_time_is_the_largest_event_time_seen_and_never_goes_back():
+    assert advance_stream_time(None, 100.0) == 100.0
+    assert advance_stream_time(100.0, 90.0) == 100.0
+    assert advance_stream_time(100.0, 120.5) == 120.5
+
+
+def test_a_window_closes_when_stream_time_reaches_its_end_plus_grace():
+    assert not window_closed(60.0, None, grace_s=6.0)
+    assert not window_closed(60.0, 65.9, grace_s=6.0)
+    assert window_closed(60.0, 66.0, grace_s=6.0)
+    assert window_closed(60.0, 60.0, grace_s=0.0)
+
+
+def test_an_event_is_late_only_once_its_own_window_has_closed():
+    # window [0, 60) closes at stream time 66 with 6 s of grace
+    assert not is_late(59.0, stream_time=65.9, size_s=60, grace_s=6.0)
+    assert is_late(59.0, stream_time=66.0, size_s=60, grace_s=6.0)
+    assert not is_late(61.0, stream_time=125.9, size_s=60, grace_s=6.0)  # window [60, 120) still open
+    assert not is_late(500.0, stream_time=500.0, size_s=60, grace_s=0.0)  # an event never closes its own window

@@ -4,7 +4,16 @@ import json
 import pytest
 
 from agents.validation import Reason
-from app.reconcile import Expectation, Problems, Rec, check_dead_letters, check_update_stream, compare_finals, expect
+from app.reconcile import (
+    Expectation,
+    Problems,
+    Rec,
+    check_dead_letters,
+    check_update_stream,
+    compare_finals,
+    expect,
+    find_late,
+)
 from config import load
 
 SETTINGS = load({})
@@ -89,7 +98,7 @@ def update(event_id, count, amount):
 
 def check(updates, expectation):
     problems = Problems()
-    finals = check_update_stream(updates, expectation, problems, what="totals", group_of=lambda p: p.merchant_id)
+    finals = check_update_stream(updates, expectation.counted, problems, what="totals", group_of=lambda p: p.merchant_id)
     return finals, set(problems.counts)
 
 
@@ -213,3 +222,27 @@ def test_dead_letter_without_source_headers_is_malformed(dead_expected):
 
 def test_empty_expectation_and_empty_dlq_agree():
     assert dlq_problems([], Expectation()) == {}
+
+
+# --- late events --------------------------------------------------------------
+
+def by_merchant(partition, offset, event_id, ts):
+    return rec(partition, offset, payload(event_id, ts=ts))
+
+
+def test_an_event_behind_the_closed_window_of_its_partitions_stream_time_is_late():
+    # 60 s windows, 6 s grace: stream time 130 closed [0, 60) and, at 126, [60, 120)
+    records = [by_merchant(0, 0, "e-1", 10.0), by_merchant(0, 1, "e-2", 130.0), by_merchant(0, 2, "e-3", 59.0),
+               by_merchant(0, 3, "e-4", 121.0), by_merchant(1, 0, "e-5", 59.0)]
+    late = find_late(records, SETTINGS)
+    assert late == {(0, 2): ("e-3", payload("e-3", ts=59.0))}  # partition 1 has its own stream time
+
+
+def test_late_events_count_in_totals_but_not_in_windows_and_are_expected_as_dead_letters():
+    exp = run_expect(rec(0, 0, payload("e-1", ts=130.0)), rec(0, 1, payload("e-2", ts=10.0)))
+    exp.late = find_late([by_merchant(3, 0, "e-1", 130.0), by_merchant(3, 1, "e-2", 10.0)], SETTINGS)
+    assert set(exp.counted) == {"e-1", "e-2"} and set(exp.counted_in_windows()) == {"e-1"}
+    late_letter = dead_letter(3, 1, Reason.LATE, payload("e-2", ts=10.0))
+    late_letter.headers["dlq.source.topic"] = SETTINGS.by_merchant_topic.encode()
+    assert dlq_problems([late_letter], exp) == {}
+    assert dlq_problems([], exp) == {"dlq: missing": 1}

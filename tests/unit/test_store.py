@@ -7,21 +7,15 @@ handing each changelog record to the store as the transaction manager does.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import weakref
 from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
-from faust.streams import _current_event
 from faust.types import TP
 
-from faust_contract_support import worker_app
 from faust_eos import StoreRefused
-from faust_eos.staging import staged_from_future
-from faust_eos.store import CHECKPOINT_KEY, PARTITIONS_KEY, Store
-
-PARTITION = 2
+from faust_eos.store import CHECKPOINT_KEY, PARTITIONS_KEY
+from store_support import PARTITION, Table, inside_event
 
 
 @pytest.fixture(autouse=True)
@@ -31,48 +25,6 @@ def event_loop_for_faust() -> Iterator[None]:
     asyncio.set_event_loop(loop)
     yield
     loop.close()
-
-
-class Event:
-    def __init__(self, partition: int, offset: int) -> None:
-        self.message = SimpleNamespace(topic="payments", partition=partition, offset=offset)
-
-
-@contextlib.contextmanager
-def inside_event(offset: int, partition: int = PARTITION) -> Iterator[None]:
-    """Run the block as an agent processing the input record at ``offset`` of ``partition``."""
-    event = Event(partition, offset)
-    token = _current_event.set(weakref.ref(event))
-    try:
-        yield
-    finally:
-        _current_event.reset(token)
-
-
-class Table:
-    """A table on the eos-rocksdb store whose changelog records are held as faust-eos holds them."""
-
-    def __init__(self, tmp_path, *, hold: bool = True) -> None:
-        app = worker_app(store="eos-rocksdb://", tabledir=tmp_path)
-        self.table = app.Table("totals", default=None, partitions=4)
-        self.store: Store = self.table.data
-        self.records: list = []
-
-        def send_soon(fut: Any) -> None:
-            record = staged_from_future(fut, 0)
-            self.records.append(record)
-            if hold:
-                self.store.hold(record)
-
-        app.producer.send_soon = send_soon
-
-    def commit(self, checkpoint: int) -> None:
-        """The records so far committed, up to changelog offset ``checkpoint``."""
-        self.store.commit(PARTITION, self.records, checkpoint)
-        self.records = []
-
-    def on_disk(self, key: str) -> Any:
-        return self.store.partition_db(PARTITION).get(self.store._encode_key(key))
 
 
 def test_a_write_is_read_at_once_but_reaches_rocksdb_only_with_its_commit_and_checkpoint(tmp_path):

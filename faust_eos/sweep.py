@@ -1,0 +1,76 @@
+"""Deleting a table's expired entries, a few at a time, inside the events that write the table.
+
+A table that lives for months must shed what it no longer needs (dedup entries
+past their retention, windows past their grace), or its local state and its
+changelog grow for ever. A :class:`Sweep` does it inside the events of each
+table partition: its deletes are the table's own, so each tombstone is staged
+with the event being processed and commits in the same transaction as the
+state that made the entry expire. A replay after a crash therefore finds
+exactly the entries the first run found.
+
+Only committed entries are looked at (keys written since the last commit are
+fresh by definition), through a cursor that moves on with each sweep and wraps
+at the end, so a sweep costs the same whatever the table's size.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from faust.streams import current_event
+
+from faust_eos.errors import StoreRefused
+from faust_eos.store import Store
+
+
+class Sweep:
+    """Deletes the entries of ``table`` for which ``expired(key, value)`` is true.
+
+    Call it once per event, inside the agent that writes ``table``: every
+    ``every`` events of a partition it looks at the next ``every * keys_per_event``
+    committed entries of that table partition. With ``keys_per_event`` above 1
+    a sweep passes over the whole table faster than events add entries to it.
+    """
+
+    def __init__(self, table: Any, expired: Callable[[Any, Any], bool], *, every: int = 100,
+                 keys_per_event: int = 2) -> None:
+        if every < 1 or keys_per_event < 1:
+            raise ValueError(f"every={every} and keys_per_event={keys_per_event}: both must be at least 1")
+        self.table = table
+        self._expired = expired
+        self._every = every
+        self._per_sweep = every * keys_per_event
+        self._events: dict[int, int] = {}  # table partition -> events since its last sweep
+        self._cursors: dict[int, Optional[bytes]] = {}  # table partition -> last raw key looked at
+        #: entries deleted by this worker since it started
+        self.deleted = 0
+
+    def __call__(self) -> int:
+        """Count the current event; on every ``every``-th of its partition, sweep. Returns the entries deleted."""
+        event = current_event()
+        if event is None:
+            raise RuntimeError(f"the sweep of table {self.table.name!r} runs inside an event of the agent "
+                               "that writes the table")
+        partition = event.message.partition
+        seen = self._events.get(partition, 0) + 1
+        if seen < self._every:
+            self._events[partition] = seen
+            return 0
+        self._events[partition] = 0
+        return self.sweep(partition)
+
+    def sweep(self, partition: int) -> int:
+        """Look at the next committed entries of ``partition`` and delete the expired ones."""
+        store = self.table.data
+        if not isinstance(store, Store):
+            raise StoreRefused(f"table {self.table.name!r} is swept only on the eos-rocksdb:// store, "
+                               f"not {type(store).__name__}")
+        entries, self._cursors[partition] = store.committed_entries(
+            partition, after=self._cursors.get(partition), limit=self._per_sweep
+        )
+        deleted = 0
+        for key, value in entries:
+            if self._expired(key, value):
+                del self.table[key]
+                deleted += 1
+        self.deleted += deleted
+        return deleted
