@@ -15,6 +15,11 @@ start: ``kept``, until the first worker serves its remaining partitions again;
 for the partitions the first worker kept), peak RSS of the worker, and the
 size of its data directory. No load runs meanwhile, so the records a
 restart restores are those its checkpoints lack.
+
+With ``--takeover``, it also measures a takeover, with and without standby
+replicas: two workers share the table, one is killed (SIGKILL), and the row
+gives the seconds from the kill until the survivor serves every partition,
+and the changelog records it restored for them as an active.
 """
 from __future__ import annotations
 
@@ -157,9 +162,37 @@ def measure(keys: int, workdir: Path) -> list[dict[str, Any]]:
     return [{"keys": keys, **result} for result in rows]
 
 
+def takeover(keys: int, standby_replicas: int, workdir: Path) -> dict[str, Any]:
+    """Kill one of two workers sharing a table of ``keys`` keys; time the survivor's takeover."""
+    name = f"takeover-{keys}-{standby_replicas}-{uuid.uuid4().hex[:6]}"
+    run = PipelineRun(name, workdir / name, STANDBY_REPLICAS=str(standby_replicas))
+    label = f"takeover, {standby_replicas} standby"
+    print(f"{keys:,} keys, {label} ({name})")
+    fill_changelog(run, keys)
+    try:
+        killed, survivor = run.add_worker(), run.add_worker()
+        # settled: both ready, the partitions split, and a standby has copied the other's partitions
+        wait_for(lambda: ready(killed) and ready(survivor) and len(input_partitions(survivor)) < run.settings.partitions
+                 and sum(int(s.value) for s in samples(survivor, RESTORED)) >= (keys if standby_replicas else 0),
+                 timeout=READY_TIMEOUT_S, interval=0.5, what=f"{label}: two workers settled")
+        before = restored_by_partition(survivor)
+        begun = time.monotonic()
+        killed.kill()
+        wait_for(lambda: len(input_partitions(survivor)) == run.settings.partitions and ready(survivor),
+                 timeout=READY_TIMEOUT_S, interval=0.2, what=f"{label}: the survivor serving every partition")
+        after = restored_by_partition(survivor)
+        return {"keys": keys, **row(label, time.monotonic() - begun,
+                                    sum(n - before.get(p, 0) for p, n in after.items()), survivor)}
+    finally:
+        run.stop_all()
+        shutil.rmtree(workdir / name, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.recovery", description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, action="append", help="table size; repeat for several (default 1000000)")
+    parser.add_argument("--takeover", action="store_true",
+                        help="also time a takeover after SIGKILL, without and with one standby replica")
     parser.add_argument("--json", dest="json_path", help="write the rows here")
     args = parser.parse_args(argv)
     sizes = args.keys or [1_000_000]
@@ -168,7 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     settings = config.load()
     if settings.use_local_broker:
         broker.ensure_running(settings)
-    rows = [r for keys in sizes for r in measure(keys, config.REPO_ROOT / ".data" / "recovery")]
+    workdir = config.REPO_ROOT / ".data" / "recovery"
+    rows = [r for keys in sizes for r in measure(keys, workdir)]
+    if args.takeover:
+        rows += [takeover(keys, standby, workdir) for keys in sizes for standby in (0, 1)]
     if args.json_path:
         Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_path).write_text(json.dumps(rows, indent=2))

@@ -17,10 +17,20 @@ from faust.stores import STORES
 
 from faust.transport.drivers import TRANSPORTS
 
-from faust_eos.errors import MissingTopic, OutputNotWritten, SendNotCommittable, SettingRefused, StoreRefused
+from faust_eos.errors import (
+    LocalStateNotWritten,
+    MissingTopic,
+    OutputNotWritten,
+    SendNotCommittable,
+    SettingRefused,
+    StoreRefused,
+)
 from faust_eos.sweep import Sweep
 
 TRANSPORTS.aliases.setdefault("eos", "faust_eos.transport:Transport")
 STORES.aliases.setdefault("eos-rocksdb", "faust_eos.store:Store")
 
-__all__ = ["MissingTopic", "OutputNotWritten", "SendNotCommittable", "SettingRefused", "StoreRefused", "Sweep"]
+__all__ = [
+    "LocalStateNotWritten", "MissingTopic", "OutputNotWritten", "SendNotCommittable", "SettingRefused",
+    "StoreRefused", "Sweep",
+]

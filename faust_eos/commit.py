@@ -11,7 +11,9 @@ through the same steps, numbered in :meth:`PartitionCommits._commit_partition`:
 4. the outcome decides the one recovery action:
 
    * committed: the table writes go to the local stores with their new
-     checkpoints, then the records' futures resolve;
+     checkpoints, then the records' futures resolve; if a store cannot take
+     them (its disk failed), :class:`LocalStateNotWritten` stops the worker,
+     whose next start restores them from the changelog past the old checkpoint;
    * :class:`TransactionFailed` (aborted, nothing visible): the records are
      put back and the offset is committed again at the next round;
    * :class:`ProducerFenced` or :class:`TransactionStuck`: the partition is
@@ -29,6 +31,7 @@ from typing import Callable, Container, Mapping, MutableMapping, Protocol, Seque
 from aiokafka.structs import RecordMetadata
 
 from faust_eos import metrics
+from faust_eos.errors import LocalStateNotWritten
 from faust_eos.staging import SourceTP, StagedRecord, Staging, last_write_per_key, resolve
 from faust_eos.transaction import ProducerFenced, TransactionFailed, TransactionStuck
 
@@ -113,7 +116,13 @@ class PartitionCommits:
             self._request_rejoin()
             return False
         self.retries.pop(tp, None)
-        self.tables.committed(to_send, metadata)
+        try:
+            self.tables.committed(to_send, metadata)
+        except Exception as exc:
+            raise LocalStateNotWritten(
+                f"{tp.topic}[{tp.partition}] committed up to {offset}, but its table writes could not be stored "
+                f"locally ({exc!r}): stopping; the next start restores them from the changelogs"
+            ) from exc
         resolve(to_send, replaced, metadata)
         return True
 

@@ -272,8 +272,8 @@ class Consumer(ConsumerHooks):
     async def on_stop(self) -> None:
         await super().on_stop()
         if self._offsets_reader is not None:
-            self._offsets_reader.interrupt()
-            self._offsets_reader.close()
+            # close() waits for a read still running to give up: off the event loop
+            await self.loop.run_in_executor(None, self._offsets_reader.close)
 
 
 def _offsets_text(offsets: Mapping[TP, Optional[int]]) -> str:

@@ -18,6 +18,14 @@ class OutputNotWritten(RuntimeError):
     """Under at-least-once, an output record could not be written: its event's offset must not commit."""
 
 
+class LocalStateNotWritten(RuntimeError):
+    """A transaction committed, but its table writes could not reach the local store: the worker must stop.
+
+    Nothing is lost: the store's checkpoint is still before those writes, so the
+    worker's next start restores them from the changelog.
+    """
+
+
 class MissingTopic(RuntimeError):
     """Records are sent to a topic the cluster lacks, and this app may not create it."""
 

@@ -9,6 +9,7 @@ from prometheus_client import REGISTRY
 
 from fakes import FakeTransaction
 from faust_eos.commit import PartitionCommits
+from faust_eos.errors import LocalStateNotWritten
 from faust_eos.staging import Source, SourceTP, StagedRecord, Staging
 from faust_eos.transaction import ProducerFenced, TransactionFailed, TransactionStuck
 
@@ -181,3 +182,16 @@ def test_partitions_of_one_round_succeed_or_fail_on_their_own():
     assert round_.run({A: 2, B: 2}) == {A: False, B: True}
     assert round_.resolved == [(b"b", "md-b")]
     assert round_.staged(A) == [b"a"]
+
+
+def test_a_committed_transaction_whose_table_writes_cannot_be_stored_stops_the_worker():
+    round_ = Round(p0=FakeTransaction())
+    round_.stage(A, 1, b"k=1", table_key=b"k")
+
+    def disk_failed(records, metadata) -> None:
+        raise OSError("No space left on device")
+
+    round_.tables.committed = disk_failed
+    with pytest.raises(LocalStateNotWritten, match="restores them from the changelogs"):
+        round_.run({A: 2})
+    assert round_.resolved == []  # the worker stops before anything more happens
