@@ -229,7 +229,7 @@ def test_an_abort_that_fails_otherwise_leaves_the_transaction_to_retry(scenario)
 
 
 def test_a_call_blocked_past_its_deadline_is_stuck_while_the_loop_goes_on(scenario):
-    run = scenario(call_timeout_s=0.001, deadline_grace_s=0)
+    run = scenario(call_timeout_s=0.2, deadline_grace_s=0)
     release = run.producer.blocked["send_offsets_to_transaction"] = threading.Event()
 
     async def commit_while_blocked() -> None:
@@ -242,7 +242,7 @@ def test_a_call_blocked_past_its_deadline_is_stuck_while_the_loop_goes_on(scenar
 
 
 def test_an_init_blocked_past_its_deadline_is_stuck(scenario):
-    run = scenario(call_timeout_s=0.001, deadline_grace_s=0)
+    run = scenario(call_timeout_s=0.2, deadline_grace_s=0)
     run.producer.blocked["init_transactions"] = threading.Event()
     with pytest.raises(TransactionStuck, match="init_transactions stuck in init_transactions"):
         asyncio.run(run.transaction.init())
