@@ -33,7 +33,15 @@ from agents.models import Payment
 from agents.validation import Reason, Rejection, parse_payment
 from app import app, metrics
 from config import settings
-from tables import DEDUP_RETENTION_S, close_windows, expire_seen_events, merchant_totals, seen_events, stream_times, window_totals
+from tables import (
+    DEDUP_RETENTION_S,
+    close_windows,
+    expire_seen_events,
+    merchant_totals,
+    seen_events,
+    stream_times,
+    window_totals,
+)
 
 ingest_metrics = metrics.AgentMetrics("ingest", settings.input_topic)
 aggregate_metrics = metrics.AgentMetrics("aggregate", settings.by_merchant_topic)

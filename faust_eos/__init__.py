@@ -6,9 +6,10 @@ and exactly-once::
     app = faust.App("my-app", broker="eos://localhost:9092", store="eos-rocksdb://",
                     processing_guarantee="exactly_once")
 
-The store (:mod:`faust_eos.store`) holds only committed table state; a
-:class:`Sweep` deletes a table's expired entries inside the events that write it. Both are registered for Faust when this package is
-installed, through entry points; importing :mod:`faust_eos` registers them too.
+The store (:mod:`faust_eos.store`) holds only committed table state. Both are
+registered for Faust when this package is installed, through entry points;
+importing :mod:`faust_eos` registers them too. A :class:`Sweep` deletes a
+table's expired entries inside the events that write it.
 How it works: :mod:`faust_eos.transport`; the commit itself:
 :mod:`faust_eos.commit` and :mod:`faust_eos.transaction`. What it raises at an
 app that asks for something exactly-once cannot do: :mod:`faust_eos.errors`.

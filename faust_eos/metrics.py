@@ -1,4 +1,4 @@
-"""Prometheus series of the exactly-once commits, in the default registry.
+"""Prometheus series of the exactly-once commits and the sweeps, in the default registry.
 
 Any app using ``eos://`` gets them; expose them the way the app exposes the rest
 (this project: the ``/metrics`` web view).
@@ -15,4 +15,8 @@ commit_duration = Histogram(
     "faust_eos_commit_duration_seconds",
     "Duration of one partition's transaction: begin, produce, flush, send offsets, commit (failed ones included)",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+)
+entries_swept = Counter(
+    "faust_eos_table_entries_swept_total", "Table entries a sweep found expired and deleted (before their commit)",
+    ["table"],
 )

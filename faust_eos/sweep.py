@@ -5,8 +5,11 @@ past their retention, windows past their grace), or its local state and its
 changelog grow for ever. A :class:`Sweep` does it inside the events of each
 table partition: its deletes are the table's own, so each tombstone is staged
 with the event being processed and commits in the same transaction as the
-state that made the entry expire. A replay after a crash therefore finds
-exactly the entries the first run found.
+state that made the entry expire, never before it. Expiry must be for good (once
+an entry is expired, the partition's later state keeps it so: a retention on a
+clock that moves forward, a window closed by a stream time that never goes
+back); then a replay after a crash, which may sweep at other events, never
+misses an entry its own state still needs.
 
 Only committed entries are looked at (keys written since the last commit are
 fresh by definition), through a cursor that moves on with each sweep and wraps
@@ -18,6 +21,7 @@ from typing import Any, Callable, Optional
 
 from faust.streams import current_event
 
+from faust_eos import metrics
 from faust_eos.errors import StoreRefused
 from faust_eos.store import Store
 
@@ -25,7 +29,7 @@ from faust_eos.store import Store
 class Sweep:
     """Deletes the entries of ``table`` for which ``expired(key, value)`` is true.
 
-    Call it once per event, inside the agent that writes ``table``: every
+    Counted by table in ``faust_eos_table_entries_swept_total``. Call it once per event, inside the agent that writes ``table``: every
     ``every`` events of a partition it looks at the next ``every * keys_per_event``
     committed entries of that table partition. With ``keys_per_event`` above 1
     a sweep passes over the whole table faster than events add entries to it.
@@ -41,8 +45,7 @@ class Sweep:
         self._per_sweep = every * keys_per_event
         self._events: dict[int, int] = {}  # table partition -> events since its last sweep
         self._cursors: dict[int, Optional[bytes]] = {}  # table partition -> last raw key looked at
-        #: entries deleted by this worker since it started
-        self.deleted = 0
+        self._swept = metrics.entries_swept.labels(table.name)
 
     def __call__(self) -> int:
         """Count the current event; on every ``every``-th of its partition, sweep. Returns the entries deleted."""
@@ -72,5 +75,5 @@ class Sweep:
             if self._expired(key, value):
                 del self.table[key]
                 deleted += 1
-        self.deleted += deleted
+        self._swept.inc(deleted)
         return deleted

@@ -47,6 +47,8 @@ def test_a_run_six_retentions_long_keeps_dedup_entries_and_windows_bounded(pipel
     # flat, not growing: the second half of the run holds no more keys than about the first half's peak
     half = len(largest) // 2
     assert max(largest[half:]) < 1.5 * max(largest[:half])
+    for table in ("seen-events", "merchant-window-totals"):
+        assert value(samples, "faust_eos_table_entries_swept_total", table=table) > 0
     # the deletes reached the changelog too: a worker without local state restores only what is left
     assert worker.stop() == 0
     fresh = run.add_worker()

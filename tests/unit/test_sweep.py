@@ -8,6 +8,7 @@ import asyncio
 from typing import Iterator
 
 import pytest
+from prometheus_client import REGISTRY
 
 from faust_eos.sweep import Sweep
 from store_support import PARTITION, Table, inside_event
@@ -19,6 +20,10 @@ def event_loop_for_faust() -> Iterator[None]:
     asyncio.set_event_loop(loop)
     yield
     loop.close()
+
+
+def swept(table: str) -> float:
+    return REGISTRY.get_sample_value("faust_eos_table_entries_swept_total", {"table": table}) or 0.0
 
 
 def committed_table(tmp_path, values: dict[str, int]) -> Table:
@@ -33,9 +38,11 @@ def committed_table(tmp_path, values: dict[str, int]) -> Table:
 def test_expired_committed_entries_are_deleted_through_the_table_and_the_rest_stay(tmp_path):
     t = committed_table(tmp_path, {"old-1": 1, "new-1": 100, "old-2": 2})
     sweep = Sweep(t.table, lambda key, value: value < 10, every=1, keys_per_event=10)
+    swept_before = swept("totals")
     with inside_event(2):
         assert sweep() == 2
         assert "old-1" not in t.table and "old-2" not in t.table and t.table["new-1"] == 100
+    assert swept("totals") == swept_before + 2
     tombstones = sorted((r.key, r.value) for r in t.records)
     assert tombstones == [(t.store._encode_key("old-1"), None), (t.store._encode_key("old-2"), None)]
     t.commit(checkpoint=4)
