@@ -333,6 +333,7 @@ def summary(report: dict[str, Any]) -> str:
         f"counted events      {report['counted_events']:>10,}",
         f"upstream duplicates {report['upstream_duplicates']:>10,}",
         f"dead letters        {report['dead_letters']:>10,}  (expected {report['expected_dead_letters']:,})",
+        f"late events         {report['late_events']:>10,}  (dead-lettered, left out of their windows)",
         f"total updates       {report['total_updates']:>10,}  across {report['merchants']} merchants",
         f"window updates      {report['window_updates']:>10,}",
     ]

@@ -49,7 +49,7 @@ class Settings:
     partitions: int  # PARTITIONS: of payments, the repartition topic and tables
     dedup_retention_days: float  # DEDUP_RETENTION_DAYS: how long event_ids are remembered
     window_seconds: int  # WINDOW_SECONDS: tumbling window size
-    window_grace_seconds: float  # WINDOW_GRACE_SECONDS: how long, in stream time, a window stays open past its end (default: a tenth of the window)
+    window_grace_seconds: float  # WINDOW_GRACE_SECONDS: how long, in stream time, a window stays open past its end (default: one window)
     max_amount_cents: int  # MAX_AMOUNT_CENTS: larger amounts are rejected
     max_event_bytes: int  # MAX_EVENT_BYTES: larger records are rejected
     data_dir: Path  # DATA_DIR: worker state (RocksDB); one per worker process
@@ -173,7 +173,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         partitions=_read(env, "PARTITIONS", 6, _positive_int, "a partition count, e.g. 6"),
         dedup_retention_days=_read(env, "DEDUP_RETENTION_DAYS", 7.0, _positive_float, "days, e.g. 7"),
         window_seconds=window_seconds,
-        window_grace_seconds=_read(env, "WINDOW_GRACE_SECONDS", window_seconds / 10, _non_negative_float,
+        window_grace_seconds=_read(env, "WINDOW_GRACE_SECONDS", float(window_seconds), _non_negative_float,
                                    "seconds, 0 or more, e.g. 6"),
         max_amount_cents=_read(env, "MAX_AMOUNT_CENTS", 100_000_000, _positive_int, "cents, e.g. 100000000"),
         max_event_bytes=_read(env, "MAX_EVENT_BYTES", 4096, _positive_int, "bytes, e.g. 4096"),

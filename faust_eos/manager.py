@@ -22,7 +22,14 @@ from faust.types import TP
 from faust.types.tuples import FutureMessage, RecordMetadata
 
 from faust_eos.commit import PartitionCommits
-from faust_eos.errors import MissingTopic, SendNotCommittable, SettingRefused, StoreRefused, wait_inside_event_refused
+from faust_eos.errors import (
+    LocalStateNotWritten,
+    MissingTopic,
+    SendNotCommittable,
+    SettingRefused,
+    StoreRefused,
+    wait_inside_event_refused,
+)
 from faust_eos.offsets import CommittedOffsets, bootstrap_servers
 from faust_eos.outside import OutsideEventSends, outside_transactional_id, worker_id
 from faust_eos.staging import UNBOUND, Source, SourceTP, Staging, future_resolver, staged_record
@@ -180,6 +187,8 @@ class TransactionManager(FaustTransactionManager):
         """Commit before the interval ends: the records waiting for their transactions reached the limit."""
         try:
             await self.consumer.commit()
+        except LocalStateNotWritten as exc:
+            await self.consumer.crash(exc)  # the worker stops, as when a timer commit raises it
         except Exception:
             log.exception("An early commit (%d records staged) failed; the next interval commits", len(self.staging))
         finally:

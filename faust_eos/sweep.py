@@ -39,6 +39,9 @@ class Sweep:
                  keys_per_event: int = 2) -> None:
         if every < 1 or keys_per_event < 1:
             raise ValueError(f"every={every} and keys_per_event={keys_per_event}: both must be at least 1")
+        if table.is_global or table.use_partitioner:
+            raise StoreRefused(f"table {table.name!r} writes keys to partitions other than its event's (global or "
+                               "use_partitioner): a sweep deletes inside the events of the partition it sweeps")
         self.table = table
         self._expired = expired
         self._every = every

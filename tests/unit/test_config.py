@@ -46,12 +46,19 @@ def test_topic_prefix_goes_before_every_topic():
         ({"DEDUP_RETENTION_DAYS": "0"}, "DEDUP_RETENTION_DAYS"),
         ({"BROKER_PORT": "port"}, "BROKER_PORT"),
         ({"PROFILE": "prod"}, "PROFILE"),
+        ({"WINDOW_GRACE_SECONDS": "-1"}, "WINDOW_GRACE_SECONDS"),
+        ({"WINDOW_GRACE_SECONDS": "inf"}, "WINDOW_GRACE_SECONDS"),
     ],
     ids=repr,
 )
 def test_bad_value_raises_config_error_naming_the_variable(env, variable):
     with pytest.raises(ConfigError, match=variable):
         load(env)
+
+
+def test_a_window_stays_open_one_window_length_past_its_end_unless_told_otherwise():
+    assert load({"WINDOW_SECONDS": "30"}).window_grace_seconds == 30.0
+    assert load({"WINDOW_SECONDS": "30", "WINDOW_GRACE_SECONDS": "0"}).window_grace_seconds == 0.0
 
 
 def test_commit_interval_too_close_to_transaction_timeout_is_rejected():

@@ -1,14 +1,17 @@
 """The exactly-once layer stands alone: any Faust app can use ``eos://``."""
+import asyncio
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import faust
 import pytest
 
-from faust_eos import SettingRefused, StoreRefused
+from faust_eos import LocalStateNotWritten, SettingRefused, StoreRefused
 from faust_eos.manager import (
     DEFAULT_MAX_UNCOMMITTED_RECORDS,
     DEFAULT_TRANSACTION_TIMEOUT_MS,
+    TransactionManager,
     max_uncommitted_records,
     refuse_settings_that_bypass_transactions,
     transaction_timeout_ms,
@@ -78,3 +81,34 @@ def test_under_exactly_once_every_table_needs_the_store_that_holds_only_committe
     fixed.Table("plain", default=int)
     fixed.Table("expiring", default=int).tumbling(10, expires=60)
     assert set(TableState(fixed.tables.values()).stores) == {"y-plain-changelog", "y-expiring-changelog"}
+
+
+class CommitFails:
+    """The consumer side of an early commit whose commit raises ``error``."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.crashed_with = None
+
+    async def commit(self) -> None:
+        raise self.error
+
+    async def crash(self, reason: BaseException) -> None:
+        self.crashed_with = reason
+
+
+def early_commit_with(error: Exception) -> CommitFails:
+    consumer = CommitFails(error)
+    manager = SimpleNamespace(consumer=consumer, staging=[], _early_commit="running")
+    asyncio.run(TransactionManager._commit_early(manager))
+    assert manager._early_commit is None
+    return consumer
+
+
+def test_an_early_commit_whose_local_state_cannot_be_written_stops_the_worker():
+    error = LocalStateNotWritten("disk full")
+    assert early_commit_with(error).crashed_with is error
+
+
+def test_an_early_commit_that_fails_otherwise_leaves_it_to_the_next_interval():
+    assert early_commit_with(RuntimeError("broker away")).crashed_with is None

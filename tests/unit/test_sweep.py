@@ -10,6 +10,7 @@ from typing import Iterator
 import pytest
 from prometheus_client import REGISTRY
 
+from faust_eos import StoreRefused
 from faust_eos.sweep import Sweep
 from store_support import PARTITION, Table, inside_event
 
@@ -86,3 +87,10 @@ def test_a_sweep_that_never_runs_is_refused(tmp_path):
     t = Table(tmp_path)
     with pytest.raises(ValueError, match="at least 1"):
         Sweep(t.table, lambda key, value: True, every=0)
+
+
+def test_a_table_that_writes_other_partitions_than_its_events_cannot_be_swept(tmp_path):
+    t = Table(tmp_path)
+    t.table.use_partitioner = True
+    with pytest.raises(StoreRefused, match="use_partitioner"):
+        Sweep(t.table, lambda key, value: True)
