@@ -91,6 +91,7 @@ class Outcome:
     losses: int = 0
     dead_letters: int = 0
     expected_dead_letters: int = 0
+    late_events: int = 0  # of the expected dead letters: events whose window had closed
     fenced_zombie_writes: int = 0
     recovery_s: list[float] = field(default_factory=list)
     faults_done: list[str] = field(default_factory=list)
@@ -299,6 +300,7 @@ class FaultRun:
         outcome.losses = problems.get("totals: lost event", {}).get("count", 0)
         outcome.dead_letters = report["dead_letters"]
         outcome.expected_dead_letters = report["expected_dead_letters"]
+        outcome.late_events = report["late_events"]
         outcome.problems = problems
         outcome.checks["reconcile"] = report["ok"]
 
@@ -376,7 +378,7 @@ def summary(outcome: Outcome) -> str:
         f"{outcome.guarantee}: faults {', '.join(outcome.faults_done) or 'none'}",
         f"  events in {outcome.events_in:,}; aggregated {outcome.events_aggregated:,}; "
         f"upstream duplicates {outcome.upstream_duplicates:,}; dead letters {outcome.dead_letters:,} "
-        f"(expected {outcome.expected_dead_letters:,})",
+        f"(expected {outcome.expected_dead_letters:,}, of them late {outcome.late_events:,})",
         f"  duplicates in output {outcome.duplicates_in_output:,}; losses {outcome.losses:,}; "
         f"fenced zombie writes {outcome.fenced_zombie_writes:,}; verifier read {outcome.verifier_records:,} updates",
     ]
