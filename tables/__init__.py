@@ -6,7 +6,9 @@ the state of exactly the partitions it consumes.
 
 State stays bounded: the sweeps delete dedup entries past their retention and
 windows past their grace period, inside the events of their partitions (so the
-tombstones commit with them; :mod:`faust_eos.sweep`).
+tombstones commit with them; :mod:`faust_eos.sweep`). The changelogs are only
+compacted, as Faust makes them: no time retention deletes records a restore
+may still be reading up to.
 """
 from __future__ import annotations
 
@@ -24,12 +26,6 @@ from faust_eos import Sweep
 DAY_MS = 86_400_000
 DEDUP_RETENTION_S = settings.dedup_retention_days * DAY_MS / 1000
 
-#: changelog settings of tables whose old entries may go: compacted, and
-#: records older than the dedup retention deleted
-EXPIRING_CHANGELOG = {
-    "cleanup.policy": "compact,delete",
-    "retention.ms": str(int(settings.dedup_retention_days * DAY_MS)),
-}
 
 
 def counting_restores(name: str) -> Callable[[Any], Awaitable[None]]:
@@ -45,7 +41,6 @@ seen_events = app.Table(
     value_type=SeenEvent,
     partitions=settings.partitions,
     help="event_ids already counted, with their fingerprint and first-seen time",
-    extra_topic_configs=EXPIRING_CHANGELOG,
 )
 
 #: merchant_id -> MerchantTotal, the running total; keyed like ``payments-by-merchant``.
@@ -66,7 +61,6 @@ window_totals = app.Table(
     value_type=WindowTotal,
     partitions=settings.partitions,
     help=f"count and amount per merchant per {settings.window_seconds} s window",
-    extra_topic_configs=EXPIRING_CHANGELOG,
 )
 
 #: str(partition) -> the largest event time seen on that partition of ``payments-by-merchant``;
