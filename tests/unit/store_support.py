@@ -5,11 +5,13 @@ the store as the transaction manager does.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import weakref
 from types import SimpleNamespace
 from typing import Any, Iterator
 
+import pytest
 from faust.streams import _current_event
 
 from faust_contract_support import worker_app
@@ -17,6 +19,15 @@ from faust_eos.staging import staged_from_future
 from faust_eos.store import Store
 
 PARTITION = 2
+
+
+@pytest.fixture(autouse=True)
+def event_loop_for_faust() -> Iterator[None]:
+    """Faust's app and tables want a current event loop; earlier tests may have closed theirs."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    yield
+    loop.close()
 
 
 class Event:

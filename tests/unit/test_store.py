@@ -6,25 +6,14 @@ handing each changelog record to the store as the transaction manager does.
 """
 from __future__ import annotations
 
-import asyncio
 from types import SimpleNamespace
-from typing import Iterator
 
 import pytest
 from faust.types import TP
 
 from faust_eos import StoreRefused
 from faust_eos.store import CHECKPOINT_KEY, PARTITIONS_KEY
-from store_support import PARTITION, Table, inside_event
-
-
-@pytest.fixture(autouse=True)
-def event_loop_for_faust() -> Iterator[None]:
-    """Faust's app and tables want a current event loop; earlier tests may have closed theirs."""
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    yield
-    loop.close()
+from store_support import PARTITION, Table, event_loop_for_faust, inside_event  # noqa: F401 (an autouse fixture)
 
 
 def test_a_write_is_read_at_once_but_reaches_rocksdb_only_with_its_commit_and_checkpoint(tmp_path):

@@ -4,23 +4,12 @@ A real eos-rocksdb store, no broker (:mod:`store_support`).
 """
 from __future__ import annotations
 
-import asyncio
-from typing import Iterator
-
 import pytest
 from prometheus_client import REGISTRY
 
 from faust_eos import StoreRefused
 from faust_eos.sweep import Sweep
-from store_support import PARTITION, Table, inside_event
-
-
-@pytest.fixture(autouse=True)
-def event_loop_for_faust() -> Iterator[None]:
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    yield
-    loop.close()
+from store_support import PARTITION, Table, event_loop_for_faust, inside_event  # noqa: F401 (an autouse fixture)
 
 
 def swept(table: str) -> float:
