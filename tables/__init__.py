@@ -27,7 +27,6 @@ DAY_MS = 86_400_000
 DEDUP_RETENTION_S = settings.dedup_retention_days * DAY_MS / 1000
 
 
-
 def counting_restores(name: str) -> Callable[[Any], Awaitable[None]]:
     """The table's ``on_changelog_event`` callback: counts restored records for the metrics."""
     return metrics.count_restores(name, lambda tp: tp in app.tables.recovery.standby_tps)
