@@ -1,8 +1,8 @@
 """Prometheus metrics of a worker, served at ``/metrics`` on its web port.
 
-Counters and the commit histogram are updated where things happen (agents,
-the exactly-once commit, table restores). Gauges that describe the worker's
-current state (lag, LSO lag, table sizes, recovery, readiness) are computed
+Counters are updated where things happen: the agents' here, the exactly-once
+layer's (commits, restores, sweeps) in :mod:`faust_eos.metrics`. Gauges that
+describe the worker's current state (lag, LSO lag, table sizes, recovery, readiness) are computed
 on each scrape by :func:`refresh`, from the broker and the worker's own state.
 
 Counters count processing, not committed output: under exactly-once an event
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping, NamedTuple, Optional
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional
 
 from confluent_kafka import KafkaException
 from faust.exceptions import ConsumerNotStarted
@@ -65,25 +65,6 @@ class AgentMetrics:
 
 
 # (the exactly-once commits are counted by the protocol itself: faust_eos/metrics.py)
-
-# -- table restores ---------------------------------------------------------------------
-changelog_records_restored = Counter(
-    f"{PREFIX}_changelog_records_restored_total",
-    "Changelog records applied to a table while restoring it (active) or keeping a standby replica",
-    ["table", "partition", "kind"],
-)
-
-
-def count_restores(table: str, is_standby: Callable[[TP], bool]) -> Callable[[Any], Awaitable[None]]:
-    """An ``on_changelog_event`` callback for ``table`` counting restored records."""
-
-    async def on_changelog_event(event: Any) -> None:
-        tp = event.message.tp
-        kind = "standby" if is_standby(tp) else "active"
-        changelog_records_restored.labels(table, str(tp.partition), kind).inc()
-
-    return on_changelog_event
-
 
 # -- worker state, computed on scrape ---------------------------------------------------
 def consumer_lags(stable: Mapping[TP, int], positions: Mapping[TP, Optional[int]]) -> dict[TP, int]:

@@ -3,8 +3,8 @@
 Faust's aiokafka consumer (through :class:`faust_eos.faust_internals.ConsumerHooks`),
 with delivery decided by :class:`faust_eos.delivery.Delivery`, input partitions
 positioned at their stable committed offsets, restores that end at each
-changelog's last committed record, and a commit of what it holds before
-partitions move.
+changelog's last committed record and reach Faust's recovery one fetched
+batch at a time, and a commit of what it holds before partitions move.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from faust_eos.at_least_once import HeldChangelogs
 from faust_eos.delivery import Delivery
 from faust_eos.faust_internals import ConsumerHooks
 from faust_eos.offsets import CommittedOffsets, bootstrap_servers
+from faust_eos.store import Store
 from faust_eos.table_state import TableState
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,26 @@ class Consumer(ConsumerHooks):
             resume = self.delivery.resume_point(tp)
             if resume is not None:
                 await self._seek_source(tp, resume)
-        return offered
+        return self._condensed_changelogs(offered)
+
+    def _condensed_changelogs(self, records: Mapping[TP, list]) -> Mapping[TP, list]:
+        """Each changelog batch as its last record, the rest left with the table's store to apply with it."""
+        changelogs = self.app.tables.changelog_topics
+        if not any(tp.topic in changelogs for tp in records):
+            return records
+        stores = {
+            table.changelog_topic.get_topic_name(): table.data
+            for table in self.app.tables.values()
+            if isinstance(table.data, Store) and table.data.restores_in_batches()
+        }
+        condensed = {}
+        for tp, batch in records.items():
+            store = stores.get(tp.topic)
+            if store is not None and len(batch) > 1:
+                store.precede(tp.partition, batch[-1].offset, batch[:-1])
+                batch = batch[-1:]
+            condensed[tp] = batch
+        return condensed
 
     def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Any]]:
         return self._admitted(super().getmany(timeout))
@@ -158,6 +178,20 @@ class Consumer(ConsumerHooks):
                 self.request_rejoin()
                 raise RebalanceAgain() from exc
         return await super().highwaters(*partitions)
+
+    async def earliest_offsets(self, *partitions: TP) -> Mapping[TP, int]:
+        # Faust's recovery seeks each changelog to the offset before its first record. Just
+        # after a broker restart the broker can answer -1 for that first record (not known
+        # yet); Faust would then seek to -2, and its recovery, and so the worker, crash.
+        earliest = await super().earliest_offsets(*partitions)
+        unknown = sorted(f"{tp.topic}[{tp.partition}]" for tp, offset in earliest.items()
+                         if offset is not None and offset < 0)
+        if unknown:
+            log.warning("The broker does not know yet where %s start; rejoining the group to restore again",
+                        ", ".join(unknown))
+            self.request_rejoin()
+            raise RebalanceAgain()
+        return earliest
 
     async def position(self, tp: TP) -> Optional[int]:
         if self.in_transaction and tp.topic in self.app.tables.changelog_topics:

@@ -36,6 +36,8 @@ Private names used, and why:
   :func:`close_table_partition`), ``_encode_key``: a key as the store writes it
   (:func:`encoded_key`), and ``_decode_key`` and ``_decode_value``: a stored entry
   as the table reads it (:func:`decoded_entry`).
+* a table's ``_on_changelog_event``: whether it was given its own callback
+  (:func:`has_changelog_callback`).
 """
 from __future__ import annotations
 
@@ -168,6 +170,11 @@ def encoded_key(store: Any, key: Any) -> bytes:
 def decoded_entry(store: Any, key: bytes, value: bytes) -> tuple[Any, Any]:
     """A stored (key, value) as the table sees them."""
     return store._decode_key(key), store._decode_value(value)
+
+
+def has_changelog_callback(table: Any) -> bool:
+    """Whether ``table`` was given an ``on_changelog_event`` callback."""
+    return table._on_changelog_event is not None
 
 
 def close_table_partition(store: Any, partition: int) -> None:

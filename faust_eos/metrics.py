@@ -1,4 +1,4 @@
-"""Prometheus series of the exactly-once commits and the sweeps, in the default registry.
+"""Prometheus series of the exactly-once commits, the table restores and the sweeps, in the default registry.
 
 Any app using ``eos://`` gets them; expose them the way the app exposes the rest
 (this project: the ``/metrics`` web view).
@@ -19,4 +19,9 @@ commit_duration = Histogram(
 entries_swept = Counter(
     "faust_eos_table_entries_swept_total", "Table entries a sweep found expired and deleted (before their commit)",
     ["table"],
+)
+changelog_records_restored = Counter(
+    "faust_eos_changelog_records_restored_total",
+    "Changelog records applied to a table while restoring it (active) or keeping a standby replica",
+    ["table", "partition", "kind"],
 )

@@ -13,13 +13,13 @@ may still be reading up to.
 from __future__ import annotations
 
 import time
-from typing import Any, Awaitable, Callable, Optional
+from typing import Optional
 
 from faust.streams import current_event
 
 from agents.logic import dedup_expired, window_closed
 from agents.models import MerchantTotal, SeenEvent, WindowTotal
-from app import app, metrics
+from app import app
 from config import settings
 from faust_eos import Sweep
 
@@ -27,15 +27,9 @@ DAY_MS = 86_400_000
 DEDUP_RETENTION_S = settings.dedup_retention_days * DAY_MS / 1000
 
 
-def counting_restores(name: str) -> Callable[[Any], Awaitable[None]]:
-    """The table's ``on_changelog_event`` callback: counts restored records for the metrics."""
-    return metrics.count_restores(name, lambda tp: tp in app.tables.recovery.standby_tps)
-
-
 #: event_id -> SeenEvent, for dropping repeats; keyed like ``payments``.
 seen_events = app.Table(
     "seen-events",
-    on_changelog_event=counting_restores("seen-events"),
     default=None,
     value_type=SeenEvent,
     partitions=settings.partitions,
@@ -45,7 +39,6 @@ seen_events = app.Table(
 #: merchant_id -> MerchantTotal, the running total; keyed like ``payments-by-merchant``.
 merchant_totals = app.Table(
     "merchant-totals",
-    on_changelog_event=counting_restores("merchant-totals"),
     default=None,
     value_type=MerchantTotal,
     partitions=settings.partitions,
@@ -55,7 +48,6 @@ merchant_totals = app.Table(
 #: "merchant_id@window_start" -> WindowTotal, per tumbling window.
 window_totals = app.Table(
     "merchant-window-totals",
-    on_changelog_event=counting_restores("merchant-window-totals"),
     default=None,
     value_type=WindowTotal,
     partitions=settings.partitions,
@@ -66,7 +58,6 @@ window_totals = app.Table(
 #: it decides when windows close, and it commits with the events that moved it
 stream_times = app.Table(
     "stream-times",
-    on_changelog_event=counting_restores("stream-times"),
     default=None,
     value_type=float,
     partitions=settings.partitions,

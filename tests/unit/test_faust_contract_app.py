@@ -18,7 +18,8 @@ from faust.streams import current_event
 from faust.transport.drivers.aiokafka import ConsumerRebalanceListener
 from faust.types import TP
 
-from faust_contract_support import ORDERS, RecordingTransactions, worker_app
+from faust_contract_support import ORDERS, RecordingTransactions, no_callback, worker_app
+from faust_eos import faust_internals
 from faust_eos.transport import TransactionManager
 
 OTHER_ORDERS = TP("orders", 1)
@@ -314,5 +315,42 @@ def test_recovery_whose_highwaters_raise_rebalance_again_waits_for_the_next_reba
             assert not loop_task.done()
         finally:
             loop_task.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_recovery_applies_its_buffer_once_it_holds_the_tables_buffer_size_and_skips_offsets_it_applied(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    async def scenario() -> None:
+        app = worker_app()
+        table = app.Table("counts", default=int)
+        assert faust_internals.has_changelog_callback(table) is False
+        assert faust_internals.has_changelog_callback(app.Table("other", on_changelog_event=no_callback)) is True
+        table.recovery_buffer_size, table.standby_buffer_size = 2, 1
+        standby = TP(CHANGELOG.topic, 1)
+        recovery = app.tables.recovery
+        recovery.active_tps.add(CHANGELOG)
+        recovery.standby_tps.add(standby)
+        recovery.tp_to_table.update({CHANGELOG: table, standby: table})
+        applied: list[list[tuple[int, int]]] = []
+        monkeypatch.setattr(table, "apply_changelog_batch",
+                            lambda batch: applied.append([(e.message.tp.partition, e.message.offset) for e in batch]))
+        arriving = [SimpleNamespace(message=SimpleNamespace(tp=tp, offset=offset))
+                    for tp, offset in ((CHANGELOG, 4), (standby, 3), (CHANGELOG, 9), (CHANGELOG, 7), (CHANGELOG, 12))]
+
+        async def next_event(awaitable: Any, timeout: float) -> Any:
+            awaitable.close()
+            if not arriving:
+                raise EnoughQuietSpells
+            return arriving.pop(0)
+
+        monkeypatch.setattr(
+            faust.tables.recovery, "asyncio", SimpleNamespace(wait_for=next_event, TimeoutError=asyncio.TimeoutError)
+        )
+        with pytest.raises(EnoughQuietSpells):
+            await type(recovery)._slurp_changelogs.fun(recovery)
+        # one buffer per table: the standby's record filled it first; 7 came after 9 was taken: skipped
+        assert applied == [[(0, 4), (1, 3)], [(0, 9), (0, 12)]]
 
     asyncio.run(scenario())

@@ -1,6 +1,4 @@
-"""Pure parts of operating a worker: lag arithmetic, readiness, restore counting, settings."""
-import asyncio
-from types import SimpleNamespace
+"""Pure parts of operating a worker: lag arithmetic, readiness, settings."""
 
 import pytest
 from faust.types import TP
@@ -51,23 +49,6 @@ def test_ready_only_when_restored_and_assigned(state, reason):
 
 def sample(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
-
-
-def restored(table: str, partition: int, kind: str) -> float:
-    return sample("faust_eos_changelog_records_restored_total", table=table, partition=str(partition), kind=kind)
-
-
-def test_restored_records_are_counted_per_table_partition_and_kind():
-    standbys = {TP("t-changelog", 1)}
-    callback = metrics.count_restores("t", lambda tp: tp in standbys)
-    before = restored("t", 0, "active"), restored("t", 1, "standby")
-
-    for partition in (0, 0, 1):
-        event = SimpleNamespace(message=SimpleNamespace(tp=TP("t-changelog", partition)))
-        asyncio.run(callback(event))
-
-    assert restored("t", 0, "active") - before[0] == 2
-    assert restored("t", 1, "standby") - before[1] == 1
 
 
 def test_agent_metrics_count_dead_letters_by_reason():
