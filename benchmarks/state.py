@@ -5,8 +5,9 @@ windows, for several retentions. Every few seconds it samples the events
 processed, each table's keys (``faust_eos_table_keys``) and the size of the
 worker's data directory (RocksDB files, with their write-ahead log). Without
 the sweeps the dedup and window tables would grow with every event; with them
-they level off after one retention. Disk follows with RocksDB's flushes and
-compactions, not at once.
+they level off after one retention. Disk follows later: a deleted key leaves
+RocksDB's files only once its write buffer (``--write-buffer-mb``, per table
+partition) has been flushed and the flushed files compacted.
 
 The load has no repeats: after a retention this short, the pipeline counts a
 repeat again, where ``reconcile`` would expect it dropped.
@@ -45,7 +46,7 @@ def sample(worker: Any, started: float) -> dict[str, Any]:
 def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     name = f"state-{uuid.uuid4().hex[:6]}"
     run = PipelineRun(name, workdir / name, DEDUP_RETENTION_DAYS=str(args.retention_s / 86_400),
-                      WINDOW_SECONDS=str(args.window_s))
+                      WINDOW_SECONDS=str(args.window_s), TABLE_WRITE_BUFFER_MB=str(args.write_buffer_mb))
     load = LoadSpec(count=int(args.rate * args.minutes * 60), rate=args.rate, seed=7, duplicate_rate=0, bad_rate=0)
     rows = []
     try:
@@ -67,6 +68,7 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         run.stop_all()
         shutil.rmtree(workdir / name, ignore_errors=True)
     return {"retention_s": args.retention_s, "window_s": args.window_s, "rate": args.rate,
+            "write_buffer_mb": args.write_buffer_mb,
             "reconcile_ok": report["ok"], "late_events": report["late_events"],
             "counted_events": report["counted_events"], "samples": rows}
 
@@ -90,7 +92,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     disk_ax.set_ylabel("data directory (MiB)")
     disk_ax.set_xlabel("seconds of load")
     fig.suptitle(f"state under a {result['rate']:g}/s load, dedup retention {result['retention_s']:g} s, "
-                 f"{result['window_s']} s windows")
+                 f"{result['window_s']} s windows, {result['write_buffer_mb']:g} MiB write buffers")
     fig.savefig(path, dpi=100)
 
 
@@ -100,12 +102,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retention-s", type=float, default=60.0, help="dedup retention in seconds (default 60)")
     parser.add_argument("--window-s", type=int, default=10, help="window size in seconds (default 10)")
     parser.add_argument("--rate", type=float, default=200.0, help="events per second (default 200)")
+    parser.add_argument("--write-buffer-mb", type=float, default=config.settings.table_write_buffer_mb,
+                        help="RocksDB write buffer per table partition, MiB (default: TABLE_WRITE_BUFFER_MB, 64)")
     parser.add_argument("--every-s", type=float, default=5.0, help="seconds between samples (default 5)")
     parser.add_argument("--json", dest="json_path", help="write the samples here")
     parser.add_argument("--plot", dest="plot_path", help="draw keys and disk over time here (PNG; needs matplotlib)")
     args = parser.parse_args(argv)
-    if min(args.minutes, args.retention_s, args.window_s, args.rate, args.every_s) <= 0:
-        parser.error("--minutes, --retention-s, --window-s, --rate and --every-s must be positive")
+    if min(args.minutes, args.retention_s, args.window_s, args.rate, args.every_s, args.write_buffer_mb) <= 0:
+        parser.error("--minutes, --retention-s, --window-s, --rate, --write-buffer-mb and --every-s must be positive")
     settings = config.load()
     if settings.use_local_broker:
         broker.ensure_running(settings)

@@ -56,6 +56,7 @@ class Settings:
     web_port: int  # WEB_PORT: the worker's HTTP port; one per worker process
     session_timeout_s: float  # SESSION_TIMEOUT_S: a silent worker leaves the group after this
     standby_replicas: int  # STANDBY_REPLICAS: standby copies of each table partition on other workers
+    table_write_buffer_mb: float  # TABLE_WRITE_BUFFER_MB: RocksDB memtable per table partition
 
     topic_prefix: str  # TOPIC_PREFIX: put before every topic name, e.g. "staging-"
 
@@ -119,7 +120,7 @@ def _non_negative_int(raw: str) -> int:
 
 def _positive_float(raw: str) -> float:
     value = float(raw)
-    if not value > 0:
+    if not 0 < value < float("inf"):
         raise ValueError(raw)
     return value
 
@@ -182,6 +183,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         topic_prefix=_read(env, "TOPIC_PREFIX", "", str, "a topic name prefix"),
         session_timeout_s=_read(env, "SESSION_TIMEOUT_S", 10.0, _positive_float, "seconds, e.g. 10"),
         standby_replicas=_read(env, "STANDBY_REPLICAS", 0, _non_negative_int, "a replica count, 0 or more, e.g. 1"),
+        table_write_buffer_mb=_read(env, "TABLE_WRITE_BUFFER_MB", 64.0, _positive_float, "MiB, e.g. 64 or 0.5"),
     )
     if settings.commit_interval_ms * 3 > settings.transaction_timeout_ms:
         raise ConfigError(

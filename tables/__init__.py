@@ -13,7 +13,7 @@ may still be reading up to.
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import Any, Optional
 
 from faust.streams import current_event
 
@@ -27,42 +27,27 @@ DAY_MS = 86_400_000
 DEDUP_RETENTION_S = settings.dedup_retention_days * DAY_MS / 1000
 
 
+def partitioned_table(name: str, value_type: Any, help: str) -> Any:
+    """A table partitioned like the stream that updates it, on RocksDB with the configured write buffer."""
+    return app.Table(name, default=None, value_type=value_type, partitions=settings.partitions, help=help,
+                      options={"write_buffer_size": int(settings.table_write_buffer_mb * 2**20)})
+
+
 #: event_id -> SeenEvent, for dropping repeats; keyed like ``payments``.
-seen_events = app.Table(
-    "seen-events",
-    default=None,
-    value_type=SeenEvent,
-    partitions=settings.partitions,
-    help="event_ids already counted, with their fingerprint and first-seen time",
-)
+seen_events = partitioned_table(
+    "seen-events", SeenEvent, "event_ids already counted, with their fingerprint and first-seen time")
 
 #: merchant_id -> MerchantTotal, the running total; keyed like ``payments-by-merchant``.
-merchant_totals = app.Table(
-    "merchant-totals",
-    default=None,
-    value_type=MerchantTotal,
-    partitions=settings.partitions,
-    help="running count and amount per merchant",
-)
+merchant_totals = partitioned_table("merchant-totals", MerchantTotal, "running count and amount per merchant")
 
 #: "merchant_id@window_start" -> WindowTotal, per tumbling window.
-window_totals = app.Table(
-    "merchant-window-totals",
-    default=None,
-    value_type=WindowTotal,
-    partitions=settings.partitions,
-    help=f"count and amount per merchant per {settings.window_seconds} s window",
-)
+window_totals = partitioned_table(
+    "merchant-window-totals", WindowTotal, f"count and amount per merchant per {settings.window_seconds} s window")
 
 #: str(partition) -> the largest event time seen on that partition of ``payments-by-merchant``;
 #: it decides when windows close, and it commits with the events that moved it
-stream_times = app.Table(
-    "stream-times",
-    default=None,
-    value_type=float,
-    partitions=settings.partitions,
-    help="stream time (largest event time seen) per partition of payments-by-merchant",
-)
+stream_times = partitioned_table(
+    "stream-times", float, "stream time (largest event time seen) per partition of payments-by-merchant")
 
 
 def current_stream_time() -> Optional[float]:

@@ -48,6 +48,8 @@ def test_topic_prefix_goes_before_every_topic():
         ({"PROFILE": "prod"}, "PROFILE"),
         ({"WINDOW_GRACE_SECONDS": "-1"}, "WINDOW_GRACE_SECONDS"),
         ({"WINDOW_GRACE_SECONDS": "inf"}, "WINDOW_GRACE_SECONDS"),
+        ({"TABLE_WRITE_BUFFER_MB": "0"}, "TABLE_WRITE_BUFFER_MB"),
+        ({"TABLE_WRITE_BUFFER_MB": "inf"}, "TABLE_WRITE_BUFFER_MB"),
     ],
     ids=repr,
 )
