@@ -45,6 +45,8 @@ class Consumer(ConsumerHooks):
         self.partitions_committed = 0
         self._held_changelogs: Optional[HeldChangelogs] = None
         self._offsets_reader: Optional[CommittedOffsets] = None  # at-least-once's; exactly-once reads through its transactions
+        #: changelog topic -> the store applying its fetched batches whole (see _condensed_changelogs)
+        self._batch_restoring_stores: Optional[dict[str, Store]] = None
 
     @property
     def held_changelogs(self) -> HeldChangelogs:
@@ -107,11 +109,13 @@ class Consumer(ConsumerHooks):
         changelogs = self.app.tables.changelog_topics
         if not any(tp.topic in changelogs for tp in records):
             return records
-        stores = {
-            table.changelog_topic.get_topic_name(): table.data
-            for table in self.app.tables.values()
-            if isinstance(table.data, Store) and table.data.restores_in_batches()
-        }
+        if self._batch_restoring_stores is None:  # the tables are all declared before any restore
+            self._batch_restoring_stores = {
+                table.changelog_topic.get_topic_name(): table.data
+                for table in self.app.tables.values()
+                if isinstance(table.data, Store) and table.data.restores_in_batches()
+            }
+        stores = self._batch_restoring_stores
         condensed = {}
         for tp, batch in records.items():
             store = stores.get(tp.topic)

@@ -23,6 +23,7 @@ ignores a table's own ``store=`` URL when nothing follows its scheme)::
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import shutil
 from typing import Any, Iterable, Iterator, Optional, Sequence, Set
@@ -168,14 +169,14 @@ class Store(faust_internals.StoreHooks):
             write = writes.get(partition)
             if write is None:
                 write = writes[partition] = WriteBatch(raw_mode=True)
-            records = [*self._preceded(partition, message.offset), message]
-            for record in records:
+            preceding = self._preceded(partition, message.offset)
+            for record in itertools.chain(preceding, (message,)):
                 if record.value is None:
                     write.delete(record.key)
                 else:
                     write.put(record.key, record.value)
             checkpoints[partition] = max(message.offset, checkpoints.get(partition, -1))
-            applied[message.tp] = applied.get(message.tp, 0) + len(records)
+            applied[message.tp] = applied.get(message.tp, 0) + len(preceding) + 1
         for partition, write in writes.items():
             write.put(CHECKPOINT_KEY, str(checkpoints[partition]).encode())
             write.put(FORMAT_KEY, FORMAT)
