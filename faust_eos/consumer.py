@@ -8,9 +8,7 @@ batch at a time, and a commit of what it holds before partitions move.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from typing import Any, AsyncIterator, Iterable, Mapping, Optional, Set
 
 from aiokafka.errors import KafkaError as AioKafkaError
@@ -28,11 +26,6 @@ from faust_eos.store import Store
 from faust_eos.table_state import TableState
 
 log = logging.getLogger(__name__)
-
-#: fetched changelog records waiting to be applied past which the next fetch waits ...
-RESTORE_BACKLOG_RECORDS = 100_000
-#: ... for at most this long (records whose batch a rebalance dropped wait until a later one is applied)
-RESTORE_BACKLOG_WAIT_S = 1.0
 
 
 class Consumer(ConsumerHooks):
@@ -102,7 +95,6 @@ class Consumer(ConsumerHooks):
         await super().on_partitions_revoked(revoked)
 
     async def fetch_batch(self, active_partitions: Optional[Set[TP]], timeout: float) -> Mapping[TP, list]:
-        await self._restores_caught_up()
         started = self.delivery.fetch_started()
         records = await super().fetch_batch(active_partitions, timeout)
         offered, ignored = self.delivery.fetched(records, started)
@@ -111,21 +103,6 @@ class Consumer(ConsumerHooks):
             if resume is not None:
                 await self._seek_source(tp, resume)
         return self._condensed_changelogs(offered)
-
-    async def _restores_caught_up(self) -> None:
-        """Before the next fetch, wait (a while at most) while fetched changelog records wait to be applied.
-
-        Faust queues thousands of records before it stops fetching; each one here may stand
-        for a whole fetched batch, so without this wait a large restore holds much of its
-        changelog in memory.
-        """
-        stores = self._batch_restoring_stores
-        if not stores:
-            return
-        deadline = time.monotonic() + RESTORE_BACKLOG_WAIT_S
-        while (sum(store.records_waiting() for store in stores.values()) > RESTORE_BACKLOG_RECORDS
-               and time.monotonic() < deadline):
-            await asyncio.sleep(0.01)
 
     def _condensed_changelogs(self, records: Mapping[TP, list]) -> Mapping[TP, list]:
         """Each changelog batch as its last record, the rest left with the table's store to apply with it."""

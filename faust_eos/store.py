@@ -148,10 +148,6 @@ class Store(faust_internals.StoreHooks):
         """
         self._preceding.setdefault(partition, {})[offset] = records
 
-    def records_waiting(self) -> int:
-        """Fetched changelog records waiting for the record they precede to be applied."""
-        return sum(len(records) for entries in self._preceding.values() for records in entries.values())
-
     def _preceded(self, partition: int, offset: int) -> Sequence[Any]:
         entries = self._preceding.get(partition)
         if not entries:

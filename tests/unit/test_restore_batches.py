@@ -1,5 +1,5 @@
 """Restores: one fetched batch at a time (Faust's recovery sees each batch's last record, the store applies them
-all, and the next fetch waits while many wait), and a changelog start the broker cannot name yet.
+all), and a changelog start the broker cannot name yet.
 
 A real eos-rocksdb store in a temporary directory and the consumer's condensing
 of a fetch, no broker. Records are as aiokafka fetches them; the events are as
@@ -18,9 +18,7 @@ from faust.types import TP
 from prometheus_client import REGISTRY
 
 from faust_contract_support import no_callback, record, worker_app
-from faust_eos import consumer as consumer_module
 from faust_eos.consumer import Consumer
-from faust_eos.faust_internals import ConsumerHooks
 from faust_eos.store import Store
 from store_support import PARTITION, Table, event_loop_for_faust  # noqa: F401 (an autouse fixture)
 
@@ -132,51 +130,3 @@ def test_a_changelog_start_the_broker_does_not_know_yet_restores_again_after_a_r
     assert rejoins == [True]
     assert asyncio.run(consumer.earliest_offsets(known, unknown)) == {known: 4, unknown: 0}
     assert rejoins == [True]
-
-
-class Backlog:
-    """A store's count of fetched changelog records waiting to be applied."""
-
-    def __init__(self, waiting: int) -> None:
-        self.waiting = waiting
-
-    def records_waiting(self) -> int:
-        return self.waiting
-
-
-def fetch_with_backlog(monkeypatch, backlog: Backlog, *, drained_after_s: Optional[float]) -> list[str]:
-    """What happens, in order, around one fetch while ``backlog`` waits (drained by the tables after a while, or never)."""
-    consumer = worker_app().consumer
-    consumer._batch_restoring_stores = {"t-changelog": backlog}
-    happened: list[str] = []
-
-    async def fetch(self: Any, active_partitions: Any, timeout: float) -> dict:
-        happened.append("fetched")
-        return {}
-
-    monkeypatch.setattr(ConsumerHooks, "fetch_batch", fetch)
-
-    async def scenario() -> None:
-        async def tables_apply() -> None:
-            await asyncio.sleep(drained_after_s)
-            happened.append("drained")
-            backlog.waiting = consumer_module.RESTORE_BACKLOG_RECORDS
-
-        applying = asyncio.ensure_future(tables_apply()) if drained_after_s is not None else None
-        await consumer.fetch_batch(None, 1.0)
-        if applying is not None:
-            await applying
-
-    asyncio.run(scenario())
-    return happened
-
-
-def test_the_next_fetch_waits_while_many_fetched_changelog_records_wait_to_be_applied(monkeypatch):
-    backlog = Backlog(consumer_module.RESTORE_BACKLOG_RECORDS + 1)
-    assert fetch_with_backlog(monkeypatch, backlog, drained_after_s=0.05) == ["drained", "fetched"]
-
-
-def test_a_backlog_that_stays_delays_the_next_fetch_only_a_while(monkeypatch):
-    monkeypatch.setattr(consumer_module, "RESTORE_BACKLOG_WAIT_S", 0.05)
-    backlog = Backlog(consumer_module.RESTORE_BACKLOG_RECORDS + 1)
-    assert fetch_with_backlog(monkeypatch, backlog, drained_after_s=None) == ["fetched"]
