@@ -23,7 +23,8 @@ app = faust.App(
     topic_partitions=settings.partitions,
     topic_replication_factor=settings.replication_factor,
     topic_disable_leader=True,
-    # off by default until the fault harness has a standby scenario (README, Known limitations)
+    # 0 by default: a standby saves seconds per million keys at a takeover, for twice the
+    # disk and changelog reads (README, Standby replicas)
     table_standby_replicas=settings.standby_replicas,
     broker_session_timeout=settings.session_timeout_s,
     broker_heartbeat_interval=max(settings.session_timeout_s / 10, 0.5),
