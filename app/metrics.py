@@ -2,8 +2,9 @@
 
 Counters are updated where things happen: the agents' here, the exactly-once
 layer's (commits, restores, sweeps) in :mod:`faust_eos.metrics`. Gauges that
-describe the worker's current state (lag, LSO lag, table sizes, recovery, readiness) are computed
-on each scrape by :func:`refresh`, from the broker and the worker's own state.
+describe the worker's current state (lag, LSO lag, table sizes, recovery,
+readiness) are computed on each scrape by :func:`refresh`, from the broker and
+the worker's own state.
 
 Counters count processing, not committed output: under exactly-once an event
 whose transaction is lost (fenced, aborted, worker killed) is processed again
@@ -64,7 +65,7 @@ class AgentMetrics:
         events_dead_lettered.labels(*self._labels, reason).inc()
 
 
-# (the exactly-once commits are counted by the protocol itself: faust_eos/metrics.py)
+# (the exactly-once commits, restores and sweeps are counted by the layer itself: faust_eos/metrics.py)
 
 # -- worker state, computed on scrape ---------------------------------------------------
 def consumer_lags(stable: Mapping[TP, int], positions: Mapping[TP, Optional[int]]) -> dict[TP, int]:

@@ -142,7 +142,7 @@ class Store(faust_internals.StoreHooks):
         """Changelog ``records`` of ``partition`` fetched just before the one at ``offset``.
 
         Only that last record goes through Faust's recovery (its dispatch costs
-        tens of microseconds per record); these are applied with it, before it,
+        hundreds of microseconds per record); these are applied with it, before it,
         when Faust applies it (:meth:`apply_changelog_batch`). If Faust never
         applies it, they are not applied either, as they would not have been.
         """
