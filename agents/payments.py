@@ -1,4 +1,4 @@
-"""The payment aggregation pipeline, as two Faust agents.
+"""The payment aggregation pipeline, as two Faust agents, each handed whole fetched batches.
 
 ``ingest``: payments (keyed by customer) -> validate -> drop repeats of an
 event_id -> re-key by merchant. Bad records and conflicting repeats go to the
@@ -33,6 +33,7 @@ from agents.models import Payment
 from agents.validation import Reason, Rejection, parse_payment
 from app import app, metrics
 from config import settings
+from faust_eos import Batch, BatchRecord
 from tables import (
     DEDUP_RETENTION_S,
     close_windows,
@@ -47,71 +48,80 @@ ingest_metrics = metrics.AgentMetrics("ingest", settings.input_topic)
 aggregate_metrics = metrics.AgentMetrics("aggregate", settings.by_merchant_topic)
 
 
-async def dead_letter(event: faust.EventT, rejection: Rejection, counted_by: metrics.AgentMetrics) -> None:
-    """Send the record behind ``event`` to the dead-letter topic, untouched."""
-    message = event.message
+async def dead_letter(record: BatchRecord, rejection: Rejection, counted_by: metrics.AgentMetrics) -> None:
+    """Send ``record`` to the dead-letter topic with its original key and bytes."""
     counted_by.dead_lettered(rejection.reason.value)
     await topics.dead_letters.send(
-        key=message.key,
-        value=message.value,
+        key=record.raw_key,
+        value=record.raw_value,
         headers={
             "dlq.reason": rejection.reason.value.encode(),
             "dlq.detail": rejection.detail.encode(),
-            "dlq.source.topic": message.topic.encode(),
-            "dlq.source.partition": str(message.partition).encode(),
-            "dlq.source.offset": str(message.offset).encode(),
+            "dlq.source.topic": record.topic.encode(),
+            "dlq.source.partition": str(record.partition).encode(),
+            "dlq.source.offset": str(record.offset).encode(),
         },
     )
 
 
 @app.agent(topics.payments)
-async def ingest(stream: faust.StreamT) -> None:
-    async for event in stream.events():
-        ingest_metrics.events_in.inc()
-        expire_seen_events()
-        result = parse_payment(event.message.value, max_bytes=settings.max_event_bytes,
-                               max_amount_cents=settings.max_amount_cents)
-        if isinstance(result, Rejection):
-            await dead_letter(event, result, ingest_metrics)
-            continue
-        now = time.time()
-        verdict = dedup_verdict(seen_events.get(result.event_id), result, now, DEDUP_RETENTION_S)
-        if verdict is Verdict.DUPLICATE:
-            ingest_metrics.deduplicated.inc()
-        elif verdict is Verdict.CONFLICT:
-            ingest_metrics.conflicting.inc()
-            await dead_letter(event, Rejection(Reason.CONFLICT, f"event_id {result.event_id} seen with other content"),
-                              ingest_metrics)
-        elif verdict is Verdict.NEW:
-            seen_events[result.event_id] = seen_entry(result, now)
-            await topics.payments_by_merchant.send(key=result.merchant_id, value=result)
+async def ingest(batches: faust.StreamT[Batch]) -> None:
+    async for batch in batches:
+        for record in batch:
+            await ingest_one(record)
+
+
+async def ingest_one(record: BatchRecord) -> None:
+    ingest_metrics.events_in.inc()
+    expire_seen_events()
+    result = parse_payment(record.raw_value, max_bytes=settings.max_event_bytes,
+                           max_amount_cents=settings.max_amount_cents)
+    if isinstance(result, Rejection):
+        await dead_letter(record, result, ingest_metrics)
+        return
+    now = time.time()
+    verdict = dedup_verdict(seen_events.get(result.event_id), result, now, DEDUP_RETENTION_S)
+    if verdict is Verdict.DUPLICATE:
+        ingest_metrics.deduplicated.inc()
+    elif verdict is Verdict.CONFLICT:
+        ingest_metrics.conflicting.inc()
+        await dead_letter(record, Rejection(Reason.CONFLICT, f"event_id {result.event_id} seen with other content"),
+                          ingest_metrics)
+    elif verdict is Verdict.NEW:
+        seen_events[result.event_id] = seen_entry(result, now)
+        await topics.payments_by_merchant.send(key=result.merchant_id, value=result)
 
 
 @app.agent(topics.payments_by_merchant)
-async def aggregate(stream: faust.StreamT[Payment]) -> None:
+async def aggregate(batches: faust.StreamT[Batch]) -> None:
+    async for batch in batches:
+        for record in batch:
+            await aggregate_one(record)
+
+
+async def aggregate_one(record: BatchRecord) -> None:
+    payment: Payment = record.value
     size, grace = settings.window_seconds, settings.window_grace_seconds
-    async for event in stream.events():
-        payment: Payment = event.value
-        aggregate_metrics.events_in.inc()
-        partition = str(event.message.partition)
-        seen_until = stream_times.get(partition)
-        stream_time = advance_stream_time(seen_until, payment.ts)
-        if stream_time != seen_until:
-            stream_times[partition] = stream_time
-        close_windows()
+    aggregate_metrics.events_in.inc()
+    partition = str(record.partition)
+    seen_until = stream_times.get(partition)
+    stream_time = advance_stream_time(seen_until, payment.ts)
+    if stream_time != seen_until:
+        stream_times[partition] = stream_time
+    close_windows()
 
-        total = add_to_total(merchant_totals.get(payment.merchant_id), payment)
-        merchant_totals[payment.merchant_id] = total
-        await topics.merchant_totals.send(key=payment.merchant_id, value=total)
+    total = add_to_total(merchant_totals.get(payment.merchant_id), payment)
+    merchant_totals[payment.merchant_id] = total
+    await topics.merchant_totals.send(key=payment.merchant_id, value=total)
 
-        start = window_start(payment.ts, size)
-        if is_late(payment.ts, stream_time, size, grace):
-            await dead_letter(event, Rejection(
-                Reason.LATE, f"window {start:.0f}-{start + size:.0f} closed at stream time {stream_time:.3f} "
-                             f"(grace {grace:g} s); counted in the merchant total only"), aggregate_metrics)
-        else:
-            key = window_key(payment.merchant_id, start)
-            window = add_to_window(window_totals.get(key), payment, size)
-            window_totals[key] = window
-            await topics.window_totals.send(key=payment.merchant_id, value=window)
-        aggregate_metrics.aggregated.inc()
+    start = window_start(payment.ts, size)
+    if is_late(payment.ts, stream_time, size, grace):
+        await dead_letter(record, Rejection(
+            Reason.LATE, f"window {start:.0f}-{start + size:.0f} closed at stream time {stream_time:.3f} "
+                         f"(grace {grace:g} s); counted in the merchant total only"), aggregate_metrics)
+    else:
+        key = window_key(payment.merchant_id, start)
+        window = add_to_window(window_totals.get(key), payment, size)
+        window_totals[key] = window
+        await topics.window_totals.send(key=payment.merchant_id, value=window)
+    aggregate_metrics.aggregated.inc()

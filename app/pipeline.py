@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import faust
 
-import faust_eos  # noqa: F401  registers the eos:// transport (the installed entry point does too)
+import faust_eos  # registers the eos:// transport (the installed entry point does too)
 from app.preflight import Worker
 from config import settings
 
@@ -19,6 +19,7 @@ app = faust.App(
     processing_guarantee=settings.processing_guarantee,
     broker_commit_interval=settings.commit_interval_ms / 1000,
     store="eos-rocksdb://",
+    Topic=faust_eos.Topic,  # sends without yielding to the event loop (faust_eos.topic)
     datadir=str(settings.data_dir),
     topic_partitions=settings.partitions,
     topic_replication_factor=settings.replication_factor,

@@ -9,7 +9,10 @@ and exactly-once::
 The store (:mod:`faust_eos.store`) holds only committed table state. Both are
 registered for Faust when this package is installed, through entry points;
 importing :mod:`faust_eos` registers them too. A :class:`Sweep` deletes a
-table's expired entries inside the events that write it.
+table's expired entries inside the events that write it. A topic with the
+:class:`Batches` schema hands its agents whole fetched batches
+(:mod:`faust_eos.batches`); ``Topic=faust_eos.Topic`` makes their sends cheap
+(:mod:`faust_eos.topic`).
 How it works: :mod:`faust_eos.transport`; the commit itself:
 :mod:`faust_eos.commit` and :mod:`faust_eos.transaction`. What it raises at an
 app that asks for something exactly-once cannot do: :mod:`faust_eos.errors`.
@@ -18,6 +21,7 @@ from faust.stores import STORES
 
 from faust.transport.drivers import TRANSPORTS
 
+from faust_eos.batches import Batch, BatchRecord, Batches
 from faust_eos.errors import (
     LocalStateNotWritten,
     MissingTopic,
@@ -27,11 +31,12 @@ from faust_eos.errors import (
     StoreRefused,
 )
 from faust_eos.sweep import Sweep
+from faust_eos.topic import Topic
 
 TRANSPORTS.aliases.setdefault("eos", "faust_eos.transport:Transport")
 STORES.aliases.setdefault("eos-rocksdb", "faust_eos.store:Store")
 
 __all__ = [
-    "LocalStateNotWritten", "MissingTopic", "OutputNotWritten", "SendNotCommittable", "SettingRefused",
-    "StoreRefused", "Sweep",
+    "Batch", "BatchRecord", "Batches", "LocalStateNotWritten", "MissingTopic", "OutputNotWritten", "SendNotCommittable", "SettingRefused",
+    "StoreRefused", "Sweep", "Topic",
 ]

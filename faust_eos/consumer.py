@@ -4,7 +4,8 @@ Faust's aiokafka consumer (through :class:`faust_eos.faust_internals.ConsumerHoo
 with delivery decided by :class:`faust_eos.delivery.Delivery`, input partitions
 positioned at their stable committed offsets, restores that end at each
 changelog's last committed record and reach Faust's recovery one fetched
-batch at a time, and a commit of what it holds before partitions move.
+batch at a time, input batches for agents that take them whole
+(:mod:`faust_eos.batches`), and a commit of what it holds before partitions move.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from faust.types import TP
 
 from faust_eos import faust_internals
 from faust_eos.at_least_once import HeldChangelogs
+from faust_eos.batches import Batch, batch_records, batched_topics
 from faust_eos.delivery import Delivery
 from faust_eos.faust_internals import ConsumerHooks
 from faust_eos.offsets import CommittedOffsets, bootstrap_servers
@@ -45,8 +47,10 @@ class Consumer(ConsumerHooks):
         self.partitions_committed = 0
         self._held_changelogs: Optional[HeldChangelogs] = None
         self._offsets_reader: Optional[CommittedOffsets] = None  # at-least-once's; exactly-once reads through its transactions
-        #: changelog topic -> the store applying its fetched batches whole (see _condensed_changelogs)
+        #: changelog topic -> the store applying its fetched batches whole (see _condensed)
         self._batch_restoring_stores: Optional[dict[str, Store]] = None
+        #: topic -> records per batch, None if handed out one by one (see _condensed)
+        self._batched_topics: dict[str, Optional[int]] = {}
 
     @property
     def held_changelogs(self) -> HeldChangelogs:
@@ -102,14 +106,16 @@ class Consumer(ConsumerHooks):
             resume = self.delivery.resume_point(tp)
             if resume is not None:
                 await self._seek_source(tp, resume)
-        return self._condensed_changelogs(offered)
+        return self._condensed(offered)
 
-    def _condensed_changelogs(self, records: Mapping[TP, list]) -> Mapping[TP, list]:
-        """Each changelog batch as its last record, the rest left with the table's store to apply with it."""
-        changelogs = self.app.tables.changelog_topics
-        if not any(tp.topic in changelogs for tp in records):
-            return records
-        if self._batch_restoring_stores is None:  # the tables are all declared before any restore
+    def _condensed(self, records: Mapping[TP, list]) -> Mapping[TP, list]:
+        """Each fetched batch Faust need not see record by record, as one record.
+
+        A changelog batch becomes its last record, the rest left with the table's
+        store to apply with it; a batch of a topic with the Batches schema
+        becomes one record whose value is the whole :class:`~faust_eos.batches.Batch`.
+        """
+        if self._batch_restoring_stores is None:  # the tables are all declared before any fetch
             self._batch_restoring_stores = {
                 table.changelog_topic.get_topic_name(): table.data
                 for table in self.app.tables.values()
@@ -118,12 +124,20 @@ class Consumer(ConsumerHooks):
         stores = self._batch_restoring_stores
         condensed = {}
         for tp, batch in records.items():
-            store = stores.get(tp.topic)
-            if store is not None and len(batch) > 1:
+            if len(batch) > 1 and (store := stores.get(tp.topic)) is not None:
                 store.precede(tp.partition, batch[-1].offset, batch[:-1])
                 batch = batch[-1:]
+            elif batch and (max_records := self._records_per_batch(tp.topic)) is not None:
+                batch = batch_records(batch, max_records)
             condensed[tp] = batch
         return condensed
+
+    def _records_per_batch(self, topic: str) -> Optional[int]:
+        """How many records of ``topic`` go in one batch; None if they are handed out one by one."""
+        if topic not in self._batched_topics:  # subscribed since the last look: look at every subscription again
+            self._batched_topics = batched_topics(self.app.topics)
+            self._batched_topics.setdefault(topic, None)
+        return self._batched_topics[topic]
 
     def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Any]]:
         return self._admitted(super().getmany(timeout))
@@ -147,7 +161,8 @@ class Consumer(ConsumerHooks):
             or message.generation_id != self.app.consumer_generation_id
         ):
             return False
-        return self.delivery.admit(tp, message)
+        batch = message.value
+        return self.delivery.admit(tp, message, batch.first_offset if isinstance(batch, Batch) else None)
 
     async def note_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
         """Offsets that hold no record are Delivery's business."""

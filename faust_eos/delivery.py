@@ -22,7 +22,8 @@ partition was claimed), it keeps:
   of them may be handed out next, and those a fetch dropped are offered again
   with the next one;
 * the records handed out and not yet processed (acknowledged by every
-  stream that took them).
+  stream that took them). A batch (:mod:`faust_eos.batches`) is handed out
+  and acknowledged as one message.
 
 A commit reaches up to the first record handed out and not processed, or past
 the last one handed out. A fetch that overlapped a seek of a partition may
@@ -115,14 +116,23 @@ class Delivery:
                 offered[tp] = list(partition.waiting.values())
         return offered, ignored
 
-    def admit(self, tp: TP, message: Any) -> bool:
-        """Whether to hand ``message`` to the agents: only the first record waiting may go."""
+    def admit(self, tp: TP, message: Any, first_offset: Optional[int] = None) -> bool:
+        """Whether to hand ``message`` to the agents: only the first record waiting may go.
+
+        A message standing for a batch (:mod:`faust_eos.batches`) takes every record
+        from ``first_offset`` to its own offset; the first of them must be the first waiting.
+        """
         partition = self._partitions.get(tp)
-        if partition is None or message.offset != next(iter(partition.waiting), None):
+        first = message.offset if first_offset is None else first_offset
+        if partition is None or first != next(iter(partition.waiting), None):
             return False
-        del partition.waiting[message.offset]
+        if first == message.offset:
+            del partition.waiting[first]
+        else:
+            partition.waiting = {offset: record for offset, record in partition.waiting.items()
+                                 if offset > message.offset}
         partition.next_offset = message.offset + 1
-        partition.in_flight[message.offset] = message
+        partition.in_flight[first] = message
         return True
 
     # -- commits ---------------------------------------------------------------

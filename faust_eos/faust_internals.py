@@ -38,6 +38,8 @@ Private names used, and why:
   as the table reads it (:func:`decoded_entry`).
 * a table's ``_on_changelog_event``: whether it was given its own callback
   (:func:`has_changelog_callback`).
+* ``Topic._get_producer`` (overridden through :meth:`TopicHooks.producer_for_sends`):
+  what every send of a topic awaits for its producer.
 """
 from __future__ import annotations
 
@@ -45,6 +47,7 @@ import importlib.metadata
 import sys
 from typing import Any, Callable, Iterable, Mapping, MutableMapping, Optional
 
+import faust
 from faust.stores import rocksdb
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
@@ -143,6 +146,17 @@ class ConsumerHooks(faust_aiokafka.Consumer):
         """Ask the broker for fresh topic metadata soon."""
         client = self.aiokafka_consumer()._client
         self._thread.thread_loop.call_soon_threadsafe(client.force_metadata_update)
+
+
+class TopicHooks(faust.Topic):
+    """Faust's topic with the private hook faust-eos overrides under a public name."""
+
+    async def _get_producer(self) -> Any:
+        return await self.producer_for_sends()
+
+    async def producer_for_sends(self) -> Any:
+        """The producer (under exactly-once: the transaction manager) a send of this topic goes to."""
+        return await super()._get_producer()
 
 
 def committed_offsets(consumer: Any) -> MutableMapping[TP, Optional[int]]:

@@ -179,3 +179,37 @@ def test_the_resume_point_follows_the_records_handed_out():
     assert delivery.resume_point(PAYMENTS) == 100
     hand_out(delivery, fetch(delivery, PAYMENTS, 100, 103))
     assert delivery.resume_point(PAYMENTS) == 104
+
+
+# -- batches (faust_eos.batches): one message stands for several records -------------
+def hand_out_batch(delivery, first, last, tp=PAYMENTS):
+    message = Message(tp, last)
+    return message if delivery.admit(tp, message, first_offset=first) else None
+
+
+def test_a_batch_is_handed_out_whole_when_its_first_record_is_the_first_waiting():
+    delivery = positioned()
+    fetch(delivery, PAYMENTS, 100, 101, 103, 104)
+    assert hand_out_batch(delivery, 101, 103) is None  # 100 still waits
+    assert hand_out_batch(delivery, 100, 103) is not None
+    assert delivery.resume_point(PAYMENTS) == 104
+    assert offsets(fetch(delivery, PAYMENTS)[PAYMENTS]) == [104]  # the rest of the fetch still waits
+
+
+def test_a_commit_stops_at_an_unprocessed_batchs_first_record_and_passes_it_once_processed():
+    delivery = positioned()
+    fetch(delivery, PAYMENTS, 100, 101, 102, 103)
+    first, second = hand_out_batch(delivery, 100, 101), hand_out_batch(delivery, 102, 103)
+    first.acked = True
+    assert delivery.committable(PAYMENTS) == 102
+    second.acked = True
+    assert delivery.committable(PAYMENTS) == 104
+
+
+def test_a_batch_faust_dropped_is_offered_again_with_the_records_fetched_after_it():
+    delivery = positioned()
+    fetch(delivery, PAYMENTS, 100, 101)  # condensed into one batch, which Faust drops
+    offered = fetch(delivery, PAYMENTS, 102)
+    assert offsets(offered[PAYMENTS]) == [100, 101, 102]
+    assert hand_out_batch(delivery, 100, 102) is not None
+    assert delivery.committable(PAYMENTS) == 100

@@ -19,6 +19,7 @@ from faust.transport.drivers.aiokafka import ConsumerRebalanceListener
 from faust.types import TP
 
 from faust_contract_support import ORDERS, RecordingTransactions, no_callback, worker_app
+from faust_eos import Topic as EosTopic
 from faust_eos import faust_internals
 from faust_eos.transport import TransactionManager
 
@@ -101,6 +102,45 @@ def test_a_table_changelog_write_goes_to_producer_send_soon_with_its_partition_a
         assert (message.partition, message.key, message.value) == (3, b'"k"', b"1")
         assert (message.timestamp, message.headers, message.callback) == (None, {}, table._on_changelog_sent)
         assert (tombstone.message.partition, tombstone.message.value) == (1, None)
+
+    asyncio.run(scenario())
+
+
+def test_a_topic_send_gets_its_producer_from_get_producer():
+    class Topic(faust_internals.TopicHooks):
+        async def producer_for_sends(self) -> Any:
+            asked.append(self.get_topic_name())
+            return RecordingTransactions(log)
+
+    async def scenario() -> None:
+        app = worker_app(Topic=Topic)
+        await app.topic("totals").send(key=b"k", value=b"v")
+
+    asked: list = []
+    log: list = []
+    asyncio.run(scenario())
+    assert asked == ["totals"] and [name for name, *_ in log] == ["transactions.send"]
+
+
+def test_faust_eos_topics_send_to_the_started_transaction_manager_without_the_apps_start_guard():
+    async def scenario() -> None:
+        app = worker_app(Topic=EosTopic)
+        topic = app.topic("totals")
+        guarded: list = []
+
+        async def start_guard() -> Any:
+            guarded.append(True)
+            return app.consumer.transactions
+
+        app.maybe_start_producer = start_guard
+        assert await topic.producer_for_sends() is app.consumer.transactions
+        assert guarded == [True]  # not started yet: Faust's own path, which starts it
+        await app.consumer.transactions.start()
+        try:
+            assert await topic.producer_for_sends() is app.consumer.transactions
+            assert guarded == [True]
+        finally:
+            await app.consumer.transactions.stop()
 
     asyncio.run(scenario())
 

@@ -39,12 +39,12 @@ def as_event(fetched: Any) -> Any:
 
 def condense(t: Table, fetched: dict[TP, list]) -> dict[TP, list]:
     """What the consumer hands Faust of one fetch."""
-    return Consumer._condensed_changelogs(as_consumer(t.table.app), fetched)
+    return Consumer._condensed(as_consumer(t.table.app), fetched)
 
 
 def as_consumer(app: Any) -> Any:
     """The consumer's state that condensing a fetch reads, for ``app``."""
-    return SimpleNamespace(app=app, _batch_restoring_stores=None)
+    return SimpleNamespace(app=app, _batch_restoring_stores=None, _records_per_batch=lambda topic: None)
 
 
 def restored_count(t: Table, kind: str = "active") -> float:
@@ -111,7 +111,7 @@ def test_a_table_with_its_own_changelog_callback_sees_every_record(tmp_path):
     assert table.recovery_buffer_size == 1000  # Faust's default, left alone
     tp = TP(table.changelog_topic.get_topic_name(), PARTITION)
     batch = [record(1, tp), record(2, tp)]
-    assert Consumer._condensed_changelogs(as_consumer(app), {tp: batch}) == {tp: batch}
+    assert Consumer._condensed(as_consumer(app), {tp: batch}) == {tp: batch}
 
 
 def test_a_changelog_start_the_broker_does_not_know_yet_restores_again_after_a_rebalance(monkeypatch):

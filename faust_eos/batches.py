@@ -1,0 +1,172 @@
+"""Batches: an agent handed every record one fetch brought of a partition, as one event.
+
+Faust hands each record to its agents as an event of its own, which costs tens
+of microseconds per record before an agent does any work. A topic whose
+schema is :class:`Batches` is handed out one event per fetched batch of each
+partition instead; the event's value is a :class:`Batch`, and the agent
+iterates its records::
+
+    payments = app.topic("payments", schema=faust_eos.Batches(key_type=str, value_type=Payment))
+
+    @app.agent(payments)
+    async def count(batches):
+        async for batch in batches:
+            for record in batch:
+                counts[record.key] += record.value.amount_cents
+
+A batch is one event for everything that follows events: what its records
+send and write to tables commits with its offsets, it commits once the agent
+asks for the next event, and a batch a crash or a rebalance cut short is
+processed again, whole, by the partition's next owner. Each record keeps its
+own offset, timestamp, headers and bytes (:class:`BatchRecord`), for dead
+letters. The ``eos://`` transport builds the batches (:mod:`faust_eos.consumer`).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
+
+import faust
+from aiokafka.structs import ConsumerRecord
+from faust.exceptions import DecodeError
+
+from faust_eos.errors import SettingRefused
+
+log = logging.getLogger(__name__)
+
+#: records per batch, at most: larger batches cost less per record, smaller ones commit sooner
+DEFAULT_MAX_RECORDS = 100
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """One record of a batch: key and value decoded by the topic's schema, and where it came from."""
+
+    key: Any
+    value: Any
+    topic: str
+    partition: int
+    offset: int
+    timestamp: Optional[float]  # seconds, as Faust's messages carry it
+    headers: Sequence[tuple[str, bytes]]
+    raw_key: Optional[bytes]
+    raw_value: Optional[bytes]
+
+
+class Batch:
+    """The records one fetch brought of one partition, in offset order."""
+
+    def __init__(self, records: Sequence[ConsumerRecord]) -> None:
+        self.records = records
+        self.topic: str = records[0].topic
+        self.partition: int = records[0].partition
+        self.first_offset: int = records[0].offset
+        self.last_offset: int = records[-1].offset
+        self._loads_key: Callable[[Optional[bytes]], Any] = _unchanged
+        self._loads_value: Callable[[Optional[bytes]], Any] = _unchanged
+
+    def decode_with(self, loads_key: Callable[[Optional[bytes]], Any],
+                    loads_value: Callable[[Optional[bytes]], Any]) -> "Batch":
+        """Decode keys and values with these (the topic's schema) from now on."""
+        self._loads_key, self._loads_value = loads_key, loads_value
+        return self
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self) -> Iterator[BatchRecord]:
+        """Every record, decoded; one that cannot be decoded is logged and skipped, as Faust skips it."""
+        loads_key, loads_value = self._loads_key, self._loads_value
+        for record in self.records:
+            try:
+                key, value = loads_key(record.key), loads_value(record.value)
+            except DecodeError as exc:
+                log.error("Skipping %s[%d]@%d, which cannot be decoded: %s",
+                          record.topic, record.partition, record.offset, exc)
+                continue
+            yield BatchRecord(key, value, record.topic, record.partition, record.offset,
+                              record.timestamp / 1000 if record.timestamp is not None else None,
+                              record.headers, record.key, record.value)
+
+    def __repr__(self) -> str:
+        return f"<Batch {self.topic}[{self.partition}] {self.first_offset}..{self.last_offset} ({len(self)} records)>"
+
+
+def batch_records(records: Sequence[ConsumerRecord], max_records: int) -> list[ConsumerRecord]:
+    """Records standing for ``records`` (one partition's, in offset order), up to ``max_records`` each.
+
+    The value of each is the :class:`Batch` of the records it stands for; it
+    carries the last one's offset and timestamp, so Faust's fetch loop reads past them.
+    """
+    return [_batch_record(records[start:start + max_records]) for start in range(0, len(records), max_records)]
+
+
+def _batch_record(records: Sequence[ConsumerRecord]) -> ConsumerRecord:
+    last = records[-1]
+    return ConsumerRecord(
+        topic=last.topic, partition=last.partition, offset=last.offset, timestamp=last.timestamp,
+        timestamp_type=last.timestamp_type, key=None, value=Batch(records), checksum=None,
+        serialized_key_size=sum(r.serialized_key_size for r in records),
+        serialized_value_size=sum(r.serialized_value_size for r in records), headers=(),
+    )
+
+
+class Batches(faust.Schema):
+    """A topic's schema that hands its agents one :class:`Batch` per fetched batch of a partition.
+
+    Takes the arguments of :class:`faust.Schema`, which decode each record of
+    a batch and encode what is sent to the topic as they would without
+    batches, and ``max_records``: a longer fetched batch is handed out in
+    parts. Until an agent finishes a batch, a commit cannot include it, and
+    a commit runs only when the agent waits.
+    """
+
+    def __init__(self, *, max_records: int = DEFAULT_MAX_RECORDS, **schema: Any) -> None:
+        if not isinstance(max_records, int) or max_records < 1:
+            raise SettingRefused(f"Batches(max_records={max_records!r}): expected a whole number of at least 1")
+        super().__init__(**schema)
+        self.max_records = max_records
+
+    def loads_key(self, app: Any, message: Any, *, loads: Any = None, serializer: Any = None) -> None:
+        return None  # a batch has no key of its own; each record has its key
+
+    def loads_value(self, app: Any, message: Any, *, loads: Any = None, serializer: Any = None) -> Batch:
+        batch = message.value
+        if not isinstance(batch, Batch):
+            raise SettingRefused(
+                f"topic {message.topic!r} has the faust_eos.Batches schema, but its records reach the agents one "
+                "by one: batches come only from the eos:// transport (broker='eos://...')"
+            )
+        serializers = app.serializers
+        key_type, key_serializer = self.key_type, self.key_serializer
+        value_type, value_serializer = self.value_type, self.value_serializer
+        return batch.decode_with(
+            lambda raw: serializers.loads_key(key_type, raw, serializer=key_serializer),
+            lambda raw: serializers.loads_value(value_type, raw, serializer=value_serializer),
+        )
+
+
+def batched_topics(channels: Iterable[Any]) -> dict[str, Optional[int]]:
+    """Per topic name the app's channels subscribe to: its records per batch, None if not handed out in batches.
+
+    Raises :class:`SettingRefused` for a topic subscribed both with :class:`Batches` and without.
+    """
+    batched: dict[str, Optional[int]] = {}
+    for channel in channels:
+        schema = getattr(channel, "schema", None)
+        max_records = schema.max_records if isinstance(schema, Batches) else None
+        for name in getattr(channel, "topics", None) or ():
+            known = batched.setdefault(name, max_records)
+            if (known is None) != (max_records is None):
+                raise SettingRefused(
+                    f"topic {name!r} is subscribed both with the faust_eos.Batches schema and without it: a "
+                    "fetched record is handed out either in a batch or alone, so give every agent of the topic "
+                    "the same schema"
+                )
+            batched[name] = min(known, max_records) if known is not None else None
+    return batched
+
+
+def _unchanged(raw: Optional[bytes]) -> Any:
+    return raw
