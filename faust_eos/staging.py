@@ -34,6 +34,10 @@ class SourceTP(NamedTuple):
     partition: int
 
 
+def _nothing(metadata: RecordMetadata) -> None:
+    """What a staged record no one waits for calls once committed."""
+
+
 @dataclass(slots=True)
 class StagedRecord:
     """One record to produce inside its source partition's transaction."""
@@ -48,7 +52,7 @@ class StagedRecord:
     #: called on the event loop once the transaction holding the record commits;
     #: a record that is dropped instead never calls it (its event will be
     #: processed again, by this worker or the partition's next owner)
-    on_committed: Callable[[RecordMetadata], None] = field(repr=False, default=lambda md: None)
+    on_committed: Callable[[RecordMetadata], None] = field(repr=False, default=_nothing)
 
 
 class Staging:
@@ -148,18 +152,12 @@ def staged_record(topic: str, key: Optional[bytes], value: Optional[bytes], part
                   timestamp: Optional[float], headers: Any, source_offset: int,
                   on_committed: Optional[Callable[[RecordMetadata], None]] = None) -> StagedRecord:
     """A record as Faust hands it to a producer (timestamp in seconds, headers a mapping or pairs), staged."""
-    if isinstance(headers, Mapping):  # collections.abc's: typing's alias costs more per check
+    if not headers:
+        headers = None
+    elif isinstance(headers, Mapping):
         headers = list(headers.items())
-    return StagedRecord(
-        topic=topic,
-        key=key,
-        value=value,
-        partition=partition,
-        timestamp_ms=int(timestamp * 1000) if timestamp else None,
-        headers=headers or None,
-        source_offset=source_offset,
-        on_committed=on_committed or (lambda metadata: None),
-    )
+    return StagedRecord(topic, key, value, partition, int(timestamp * 1000) if timestamp else None, headers,
+                        source_offset, on_committed or _nothing)
 
 
 def future_resolver(fut: Any) -> Callable[[RecordMetadata], None]:
