@@ -1,14 +1,20 @@
 """The topic class for apps on ``eos://``: ``faust.App(..., Topic=faust_eos.Topic)``.
 
-Every send of a Faust topic first awaits the app's producer through a guard
+A send through Faust's topic awaits the app's producer through a guard
 against concurrent starts, which yields to the event loop three times per
-send, even once the producer runs. Inside a batch (:mod:`faust_eos.batches`)
-those yields are most of what a send costs. This topic takes the started
-producer directly and keeps Faust's path for the first sends.
+send even once the producer runs, and wraps the record in a future of its
+own before the producer sees it. Inside a batch (:mod:`faust_eos.batches`)
+that is most of what a send costs. Under exactly-once this topic encodes the
+record as Faust would and stages it with the transaction manager at once;
+Faust's send sensors still see each send. Until the transaction manager runs,
+and under at-least-once, sends take Faust's path.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Awaitable, Optional
+
+from faust.types import CodecArg, HeadersArg, RecordMetadata, SchemaT
+from faust.types.tuples import MessageSentCallback, PendingMessage
 
 from faust_eos.faust_internals import TopicHooks
 
@@ -23,3 +29,50 @@ class Topic(TopicHooks):
         if not app.in_transaction and app.producer.started:
             return app.producer
         return await super().producer_for_sends()
+
+    async def send(
+        self,
+        *,
+        key: Any = None,
+        value: Any = None,
+        partition: Optional[int] = None,
+        timestamp: Optional[float] = None,
+        headers: Optional[HeadersArg] = None,
+        schema: Optional[SchemaT] = None,
+        key_serializer: Optional[CodecArg] = None,
+        value_serializer: Optional[CodecArg] = None,
+        callback: Optional[MessageSentCallback] = None,
+        force: bool = False,
+    ) -> Awaitable[RecordMetadata]:
+        """Send as Faust does; under exactly-once (no ``callback``), staged with the transactions directly."""
+        app = self.app
+        if callback is not None or not app.in_transaction or not app.consumer.transactions.started:
+            return await super().send(key=key, value=value, partition=partition, timestamp=timestamp,
+                                      headers=headers, schema=schema, key_serializer=key_serializer,
+                                      value_serializer=value_serializer, callback=callback, force=force)
+        transactions = app.consumer.transactions
+        open_headers = self.prepare_headers(headers)
+        raw_key, open_headers = self.prepare_key(key, key_serializer, schema, open_headers)
+        raw_value, open_headers = self.prepare_value(value, value_serializer, schema, open_headers)
+        topic = self.get_topic_name()
+        sensors = app.sensors
+        state = sensors.on_send_initiated(
+            transactions, topic,
+            message=PendingMessage(self, raw_key, raw_value, key_serializer=key_serializer,
+                                   value_serializer=value_serializer, partition=partition, timestamp=timestamp,
+                                   headers=open_headers, callback=None, topic=topic, offset=None),
+            keysize=len(raw_key) if raw_key else 0, valsize=len(raw_value) if raw_value else 0,
+        )
+        committed = await transactions.send(topic, raw_key, raw_value, partition, timestamp, open_headers)
+        committed.add_done_callback(lambda done: _report(sensors, transactions, state, done))
+        return committed
+
+
+def _report(sensors: Any, producer: Any, state: Any, done: Any) -> None:
+    """Tell Faust's sensors how a send ended, as Faust's own topic does once its record is durable."""
+    if done.cancelled():
+        return
+    if done.exception() is not None:
+        sensors.on_send_error(producer, done.exception(), state)
+    else:
+        sensors.on_send_completed(producer, state, done.result())
