@@ -8,6 +8,11 @@ that is most of what a send costs. Under exactly-once this topic encodes the
 record as Faust would and stages it with the transaction manager at once;
 Faust's send sensors still see each send. Until the transaction manager runs,
 and under at-least-once, sends take Faust's path.
+
+A topic with the :class:`~faust_eos.batches.Batches` schema buffers, unless
+built with its own ``maxsize``, as many records for its agents as Faust buffers
+events (``stream_buffer_maxsize``), not that many batches: memory stays as
+Faust's, and a rebalance waits for as few records to finish.
 """
 from __future__ import annotations
 
@@ -16,11 +21,18 @@ from typing import Any, Awaitable, Optional
 from faust.types import CodecArg, HeadersArg, RecordMetadata, SchemaT
 from faust.types.tuples import MessageSentCallback, PendingMessage
 
+from faust_eos.batches import Batches
 from faust_eos.faust_internals import TopicHooks
 
 
 class Topic(TopicHooks):
     """A Faust topic whose sends reach a running producer without yielding to the event loop."""
+
+    def __init__(self, app: Any, *, schema: Optional[SchemaT] = None, maxsize: Optional[int] = None,
+                 **kwargs: Any) -> None:
+        if maxsize is None and isinstance(schema, Batches):
+            maxsize = max(1, app.conf.stream_buffer_maxsize // schema.max_records)
+        super().__init__(app, schema=schema, maxsize=maxsize, **kwargs)
 
     async def producer_for_sends(self) -> Any:
         app = self.app

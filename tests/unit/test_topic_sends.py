@@ -61,3 +61,12 @@ def test_a_send_inside_an_event_is_staged_with_it_as_faust_encodes_it_and_faust_
             await transactions.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_batches_topic_buffers_as_many_records_as_faust_buffers_events_unless_given_its_own_maxsize():
+    app = worker_app(Topic=faust_eos.Topic, stream_buffer_maxsize=4096)
+    batched = app.topic("payments", schema=faust_eos.Batches(value_type=bytes, max_records=100))
+    assert batched.maxsize == 40 and batched.clone(is_iterator=True).maxsize == 40
+    # (Faust's app.topic() drops a maxsize argument: the class takes it)
+    assert faust_eos.Topic(app, topics=["payments"], schema=faust_eos.Batches(value_type=bytes), maxsize=7).maxsize == 7
+    assert app.topic("refunds", value_type=bytes).maxsize is None  # Faust's default, stream_buffer_maxsize
