@@ -72,6 +72,7 @@ async def ingest(batches: faust.StreamT[Batch]) -> None:
 
 
 async def ingest_one(record: BatchRecord) -> None:
+    """Validate one payment, drop it if seen, dead-letter it if bad or conflicting, else re-key it."""
     ingest_metrics.events_in.inc()
     expire_seen_events()
     result = parse_payment(record.raw_value, max_bytes=settings.max_event_bytes,
@@ -100,6 +101,7 @@ async def aggregate(batches: faust.StreamT[Batch]) -> None:
 
 
 async def aggregate_one(record: BatchRecord) -> None:
+    """Count one payment in its merchant's running total and, unless late, in its window."""
     payment: Payment = record.value
     size, grace = settings.window_seconds, settings.window_grace_seconds
     aggregate_metrics.events_in.inc()

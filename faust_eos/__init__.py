@@ -37,6 +37,6 @@ TRANSPORTS.aliases.setdefault("eos", "faust_eos.transport:Transport")
 STORES.aliases.setdefault("eos-rocksdb", "faust_eos.store:Store")
 
 __all__ = [
-    "Batch", "BatchRecord", "Batches", "LocalStateNotWritten", "MissingTopic", "OutputNotWritten", "SendNotCommittable", "SettingRefused",
-    "StoreRefused", "Sweep", "Topic",
+    "Batch", "BatchRecord", "Batches", "LocalStateNotWritten", "MissingTopic", "OutputNotWritten",
+    "SendNotCommittable", "SettingRefused", "StoreRefused", "Sweep", "Topic",
 ]

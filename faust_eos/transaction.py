@@ -181,7 +181,8 @@ class PartitionTransaction:
             undelivered = sum(1 for md in delivered if md is None)
             if undelivered:
                 raise KafkaException(
-                    KafkaError(KafkaError._TIMED_OUT, f"{undelivered} records undelivered after a {self._timeout_s} s flush")
+                    KafkaError(KafkaError._TIMED_OUT, f"{undelivered} records undelivered after a {self._timeout_s} s "
+                                                      f"flush (delivered: {_offsets_text(delivered)})")
                 )
             if offset is not None:
                 offsets = [TopicPartition(self.tp.topic, self.tp.partition, offset)]
@@ -293,6 +294,17 @@ class CallThread:
 def _commit_goes_on(error: KafkaError) -> bool:
     """Whether a failed commit_transaction is still running in the background (a timeout)."""
     return error.retriable() and not error.txn_requires_abort() and not error.fatal()
+
+
+def _offsets_text(delivered: Sequence[Optional[RecordMetadata]]) -> str:
+    """Where the delivered records of a transaction landed, per partition: ``topic[p]@first-last``."""
+    spans: dict[tuple[str, int], list[int]] = {}
+    for md in delivered:
+        if md is not None:
+            span = spans.setdefault((md.topic, md.partition), [md.offset, md.offset])
+            span[0], span[1] = min(span[0], md.offset), max(span[1], md.offset)
+    text = ", ".join(f"{topic}[{partition}]@{first}-{last}" for (topic, partition), (first, last) in sorted(spans.items()))
+    return text or "none"
 
 
 def _metadata(msg: Message) -> RecordMetadata:
