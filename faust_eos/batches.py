@@ -16,8 +16,10 @@ iterates its records::
 
 A batch is one event for everything that follows events: what its records
 send and write to tables commits with its offsets, it commits once the agent
-asks for the next event, and a batch a crash or a rebalance cut short is
-processed again, whole, by the partition's next owner. Each record keeps its
+asks for the next event, and a batch a worker's crash or a rebalance cut
+short is processed again, whole, by the partition's next owner. An exception
+the agent raises ends the batch as it ends an event in Faust: the batch is
+acknowledged, so its records after the failing one are not processed. Each record keeps its
 own offset, timestamp, headers and bytes (:class:`BatchRecord`), for dead
 letters. The ``eos://`` transport builds the batches (:mod:`faust_eos.consumer`).
 """
@@ -57,20 +59,21 @@ class BatchRecord:
 class Batch:
     """The records one fetch brought of one partition, in offset order."""
 
-    def __init__(self, records: Sequence[ConsumerRecord]) -> None:
+    def __init__(self, records: Sequence[ConsumerRecord], loads_key: Optional[Callable[[Optional[bytes]], Any]] = None,
+                 loads_value: Optional[Callable[[Optional[bytes]], Any]] = None) -> None:
         self.records = records
         self.topic: str = records[0].topic
         self.partition: int = records[0].partition
         self.first_offset: int = records[0].offset
         self.last_offset: int = records[-1].offset
-        self._loads_key: Callable[[Optional[bytes]], Any] = _unchanged
-        self._loads_value: Callable[[Optional[bytes]], Any] = _unchanged
+        self._loads_key = loads_key or _unchanged
+        self._loads_value = loads_value or _unchanged
 
     def decode_with(self, loads_key: Callable[[Optional[bytes]], Any],
                     loads_value: Callable[[Optional[bytes]], Any]) -> "Batch":
-        """Decode keys and values with these (the topic's schema) from now on."""
-        self._loads_key, self._loads_value = loads_key, loads_value
-        return self
+        """The same records, decoded with these (a topic's schema): a view of its own, as agents
+        of one topic with other types each decode the batch their way."""
+        return Batch(self.records, loads_key, loads_value)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -140,11 +143,15 @@ class Batches(faust.Schema):
             )
         serializers = app.serializers
         key_type, key_serializer = self.key_type, self.key_serializer
-        value_type, value_serializer = self.value_type, self.value_serializer
-        return batch.decode_with(
-            lambda raw: serializers.loads_key(key_type, raw, serializer=key_serializer),
-            lambda raw: serializers.loads_value(value_type, raw, serializer=value_serializer),
-        )
+        value_type, value_serializer, allow_empty = self.value_type, self.value_serializer, self.allow_empty
+
+        def loads_value(raw: Optional[bytes]) -> Any:
+            if raw is None and allow_empty:  # a tombstone, handed out as Faust hands it out
+                return None
+            return serializers.loads_value(value_type, raw, serializer=value_serializer)
+
+        return batch.decode_with(lambda raw: serializers.loads_key(key_type, raw, serializer=key_serializer),
+                                 loads_value)
 
 
 def batched_topics(channels: Iterable[Any]) -> dict[str, Optional[int]]:

@@ -78,6 +78,30 @@ def test_a_record_that_cannot_be_decoded_is_logged_and_skipped_and_the_others_ar
     assert "payments[3]@41" in caplog.text
 
 
+def test_agents_of_one_topic_with_other_types_each_decode_the_batch_their_way():
+    async def scenario() -> None:
+        app = worker_app()
+        as_payments = app.topic("payments", schema=Batches(key_type=str, value_type=Payment))
+        as_bytes = app.topic("payments", schema=Batches(key_type=bytes, value_type=bytes, key_serializer="raw",
+                                                        value_serializer="raw"))
+        message = as_message(batch_records(fetched(b'{"merchant": "m0", "cents": 5}'), 100)[0])
+        payments, raw = await as_payments.decode(message, propagate=True), await as_bytes.decode(message, propagate=True)
+        assert [r.value for r in payments.value] == [Payment("m0", 5)]
+        assert [r.value for r in raw.value] == [b'{"merchant": "m0", "cents": 5}']
+
+    asyncio.run(scenario())
+
+
+def test_a_tombstone_in_a_topic_that_allows_empty_values_is_handed_out_with_no_value():
+    async def scenario() -> list:
+        topic = worker_app().topic("payments", schema=Batches(key_type=str, value_type=Payment), allow_empty=True)
+        [condensed] = batch_records(fetched(None, b'{"merchant": "m1", "cents": 2}'), 100)
+        event = await topic.decode(as_message(condensed), propagate=True)
+        return [(r.offset, r.value) for r in event.value]
+
+    assert asyncio.run(scenario()) == [(40, None), (41, Payment("m1", 2))]
+
+
 def test_a_batches_topic_reached_by_a_single_record_names_the_eos_transport():
     async def scenario() -> None:
         topic = worker_app().topic("payments", schema=Batches(value_type=bytes, value_serializer="raw"))
