@@ -303,8 +303,9 @@ def _offsets_text(delivered: Sequence[Optional[RecordMetadata]]) -> str:
         if md is not None:
             span = spans.setdefault((md.topic, md.partition), [md.offset, md.offset])
             span[0], span[1] = min(span[0], md.offset), max(span[1], md.offset)
-    text = ", ".join(f"{topic}[{partition}]@{first}-{last}" for (topic, partition), (first, last) in sorted(spans.items()))
-    return text or "none"
+    return ", ".join(
+        f"{topic}[{partition}]@{first}-{last}" for (topic, partition), (first, last) in sorted(spans.items())
+    ) or "none"
 
 
 def _metadata(msg: Message) -> RecordMetadata:
