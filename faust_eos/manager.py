@@ -30,7 +30,7 @@ from faust_eos.errors import (
     StoreRefused,
     wait_inside_event_refused,
 )
-from faust_eos.offsets import CommittedOffsets, bootstrap_servers
+from faust_eos.offsets import ChangelogBounds, CommittedOffsets, bootstrap_servers
 from faust_eos.outside import OutsideEventSends, outside_transactional_id, worker_id
 from faust_eos.staging import UNBOUND, Source, SourceTP, Staging, future_resolver, staged_record
 from faust_eos.table_state import TableState
@@ -345,7 +345,7 @@ class TransactionManager(FaustTransactionManager):
         if not changelog_tps:
             return
         try:
-            bounds = await self._in_thread(self._committed.restore_bounds, list(changelog_tps))
+            bounds = await self._settled_bounds(changelog_tps)
         except KafkaException as exc:
             log.warning("Could not read the changelogs' bounds (%s); rejoining the group to check again", exc)
             self.consumer.request_rejoin()
@@ -361,6 +361,26 @@ class TransactionManager(FaustTransactionManager):
         kept = set(untrusted) & set(self.consumer.assignment())
         if kept:
             await self.consumer.seek_to_beginning(*kept)
+
+    async def _settled_bounds(self, changelog_tps: Set[TP]) -> dict[TP, ChangelogBounds]:
+        """The changelogs' bounds, read again while a local checkpoint is past a pending transaction.
+
+        A checkpoint is written only once its transaction committed, but the broker
+        answers a commit before writing its markers; after a broker restart, or for
+        a partition whose claim failed, they may still be missing. Such a checkpoint
+        is judged once the transaction settles, or when it would have timed out.
+        """
+        bounds = await self._in_thread(self._committed.restore_bounds, list(changelog_tps))
+        deadline = asyncio.get_running_loop().time() + self._transaction_timeout_ms / 1000
+        waiting = self.tables.ahead_of_pending_commits(changelog_tps, bounds)
+        if waiting:
+            log.info("Waiting for pending transactions on %s to settle before checking their local state",
+                     ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(waiting)))
+        while waiting and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.2)
+            bounds.update(await self._in_thread(self._committed.restore_bounds, list(waiting)))
+            waiting = self.tables.ahead_of_pending_commits(waiting, bounds)
+        return bounds
 
     async def stable_committed_offsets(self, tps: Iterable[TP]) -> dict[TP, Optional[int]]:
         """The group's committed offsets, once no transaction still holds them pending."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterable, Optional, TypeVar
+from typing import Any, Callable, Iterable, NamedTuple, Optional, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -42,6 +42,18 @@ TRANSIENT_CODES = {
     KafkaError.NOT_LEADER_FOR_PARTITION,  # leadership not settled yet after a broker restart
     KafkaError.LEADER_NOT_AVAILABLE,
 }
+
+class ChangelogBounds(NamedTuple):
+    """Where a changelog partition's committed records lie, as a ``read_committed`` reader sees them."""
+
+    #: its log start offset
+    start: int
+    #: the offset just past its last committed record
+    end: int
+    #: records lie past the last stable offset: a transaction is open there, or committed with its
+    #: markers not yet written (the broker answers a commit before it writes them)
+    pending: bool
+
 
 #: how far before the LSO a search for the last committed record starts; each miss widens it 8 times
 FIRST_SEARCH_SPAN = 64
@@ -68,6 +80,8 @@ class CommittedOffsets:
             "enable.auto.commit": False,
         }
         self._consumer = Consumer(common)
+        # its watermarks are the high watermarks, past records of transactions still pending
+        self._uncommitted = Consumer({**common, "isolation.level": "read_uncommitted"})
         self._reader = Consumer({  # assigned partitions only, to find where they end
             **common,
             "enable.partition.eof": True,
@@ -122,32 +136,36 @@ class CommittedOffsets:
         Its log start offset if it holds no committed record. Searched backwards
         from the last stable offset, wider each time no record turns up.
         """
-        return {tp: end for tp, (_, end) in self.restore_bounds(tps, timeout_s).items()}
+        return {tp: bounds.end for tp, bounds in self.restore_bounds(tps, timeout_s).items()}
 
-    def restore_bounds(self, tps: Iterable[Any], timeout_s: float = 60.0) -> dict[Any, tuple[int, int]]:
-        """For each of ``tps``: its log start offset, and the offset just past its last committed record."""
+    def restore_bounds(self, tps: Iterable[Any], timeout_s: float = 60.0) -> dict[Any, ChangelogBounds]:
+        """For each of ``tps``: its :class:`ChangelogBounds`."""
         tps = list(tps)
 
-        def ask() -> dict[tuple[str, int], tuple[int, int]]:
+        def ask() -> dict[tuple[str, int], ChangelogBounds]:
             deadline = time.monotonic() + timeout_s
-            bounds: dict[tuple[str, int], tuple[int, int]] = {}  # (log start offset, LSO)
+            watermarks: dict[tuple[str, int], tuple[int, int]] = {}  # (log start offset, LSO)
+            pending: dict[tuple[str, int], bool] = {}
             for tp in tps:
                 self._raise_if_closing()
-                bounds[(tp.topic, tp.partition)] = self._consumer.get_watermark_offsets(
-                    TopicPartition(tp.topic, tp.partition), timeout=10, cached=False
-                )
-            ends = {key: low for key, (low, _) in bounds.items()}
-            searching = {key for key, (low, stable) in bounds.items() if stable > low}
+                partition = TopicPartition(tp.topic, tp.partition)
+                # the LSO first: a transaction settling in between then shows as pending, never the reverse
+                low, stable = self._consumer.get_watermark_offsets(partition, timeout=10, cached=False)
+                _, high = self._uncommitted.get_watermark_offsets(partition, timeout=10, cached=False)
+                watermarks[(tp.topic, tp.partition)] = (low, stable)
+                pending[(tp.topic, tp.partition)] = high > stable
+            ends = {key: low for key, (low, _) in watermarks.items()}
+            searching = {key for key, (low, stable) in watermarks.items() if stable > low}
             span = FIRST_SEARCH_SPAN
             while searching:
-                starts = {key: max(bounds[key][0], bounds[key][1] - span) for key in searching}
+                starts = {key: max(watermarks[key][0], watermarks[key][1] - span) for key in searching}
                 for key, last in self._last_records(starts, deadline).items():
                     if last is not None:
                         ends[key] = last + 1
                 # search further back where no record turned up and the log start is not reached yet
-                searching = {key for key in searching if ends[key] == bounds[key][0] and starts[key] > bounds[key][0]}
+                searching = {key for key in searching if ends[key] == watermarks[key][0] and starts[key] > watermarks[key][0]}
                 span *= 8
-            return {key: (bounds[key][0], end) for key, end in ends.items()}
+            return {key: ChangelogBounds(watermarks[key][0], end, pending[key]) for key, end in ends.items()}
 
         with self._in_use:
             found = retrying(ask, timeout_s)
@@ -186,6 +204,7 @@ class CommittedOffsets:
         self.interrupt()
         with self._in_use:
             self._consumer.close()
+            self._uncommitted.close()
             self._reader.close()
 
     def _raise_if_closing(self) -> None:

@@ -260,6 +260,14 @@ class Store(faust_internals.StoreHooks):
         return counts
 
     # -- trust -------------------------------------------------------------------
+    def checkpoint(self, partition: int) -> Optional[int]:
+        """The changelog offset the local state of ``partition`` holds up to; None if none, or unreadable."""
+        try:
+            raw = self.partition_db(partition).get(CHECKPOINT_KEY)
+        except Exception:  # locked or corrupt: :meth:`untrusted` tells which
+            return None
+        return None if raw is None else int(raw)
+
     def untrusted(self, partition: int, *, changelog_start: int, changelog_end: int) -> Optional[str]:
         """Why the local state of ``partition`` cannot be trusted, or None if it can.
 

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from faust.types import TP
 
 from faust_eos.errors import StoreRefused
+from faust_eos.offsets import ChangelogBounds
 from faust_eos.staging import StagedRecord
 from faust_eos.store import Store
 
@@ -83,22 +84,27 @@ class TableState:
                 store.release([record])
 
     def untrusted(
-        self, tps: Iterable[TP], bounds: Mapping[TP, tuple[int, int]], partition_counts: Mapping[str, Optional[int]],
+        self, tps: Iterable[TP], bounds: Mapping[TP, ChangelogBounds], partition_counts: Mapping[str, Optional[int]],
     ) -> dict[TP, str]:
-        """The changelog partitions among ``tps`` whose local state cannot be trusted, with why.
-
-        ``bounds``: per changelog partition, its log start offset and the offset
-        just past its last committed record.
-        """
+        """The changelog partitions among ``tps`` whose local state cannot be trusted, with why."""
         found = {}
         for tp in tps:
             store = self.stores[tp.topic]
             store.changelog_partitions = partition_counts.get(tp.topic)
-            start, end = bounds[tp]
-            why = store.untrusted(tp.partition, changelog_start=start, changelog_end=end)
+            why = store.untrusted(tp.partition, changelog_start=bounds[tp].start, changelog_end=bounds[tp].end)
             if why is not None:
                 found[tp] = why
         return found
+
+    def ahead_of_pending_commits(self, tps: Iterable[TP], bounds: Mapping[TP, ChangelogBounds]) -> set[TP]:
+        """The changelog partitions among ``tps`` whose checkpoint lies past their last committed record
+        while a transaction is pending there: the commit that wrote it may still be getting its markers."""
+        ahead = set()
+        for tp in tps:
+            checkpoint = self.stores[tp.topic].checkpoint(tp.partition)
+            if bounds[tp].pending and checkpoint is not None and checkpoint >= bounds[tp].end:
+                ahead.add(tp)
+        return ahead
 
     def rebuild(self, tp: TP, why: str) -> None:
         self.stores[tp.topic].rebuild(tp.partition, why)

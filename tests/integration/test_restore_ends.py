@@ -15,7 +15,8 @@ from confluent_kafka.admin import NewTopic
 from faust.types import TP
 
 from app.kafka import admin, producer_config
-from faust_eos.offsets import FIRST_SEARCH_SPAN, CommittedOffsets
+from faust_eos.offsets import FIRST_SEARCH_SPAN, ChangelogBounds, CommittedOffsets
+from tools.workers import wait_for
 
 pytestmark = pytest.mark.broker
 
@@ -82,3 +83,18 @@ def test_a_partition_without_committed_records_ends_where_it_starts(kafka, chang
     ends = offsets.restore_ends([TP(topic, 0), TP(topic, 1)])
 
     assert ends == {TP(topic, 0): 0, TP(topic, 1): 0}
+
+
+def test_records_past_the_last_stable_offset_show_as_a_pending_transaction_until_it_settles(kafka, changelog):
+    topic, offsets = changelog
+    producer = transactional_producer(kafka, "pending")
+    write(producer, topic, 0, 2, commit=True)  # offsets 0-1, marker at 2
+    producer.begin_transaction()
+    producer.produce(topic, value=b"open", partition=0)  # offset 3
+    producer.flush(30)
+
+    assert offsets.restore_bounds([TP(topic, 0)]) == {TP(topic, 0): ChangelogBounds(0, 2, pending=True)}
+    producer.commit_transaction(30)
+    wait_for(lambda: not offsets.restore_bounds([TP(topic, 0)])[TP(topic, 0)].pending, timeout=30,
+             what="the commit markers")
+    assert offsets.restore_bounds([TP(topic, 0)]) == {TP(topic, 0): ChangelogBounds(0, 4, pending=False)}

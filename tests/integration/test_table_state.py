@@ -9,10 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from rocksdict import Options, Rdict
 
+from app.kafka import producer_config
 from app.loadgen import LoadSpec
-from faust_eos.store import CHECKPOINT_KEY
+from faust_eos.store import CHECKPOINT_KEY, OWN_KEYS
 from tools.workers import wait_for
 from worker_metrics import is_ready, scrape, value
 
@@ -88,4 +90,36 @@ def test_local_state_whose_checkpoint_is_past_its_changelog_is_rebuilt_with_the_
         in again.log_text()
     assert value(scrape(again), RESTORED, table="merchant-totals", partition="0") > 0
     run.produce(LoadSpec(count=1_000, seed=36))
+    assert run.reconcile(wait_s=DRAIN_S)["ok"]
+
+
+def test_a_checkpoint_past_a_commit_whose_markers_are_still_missing_is_trusted_once_they_come(pipeline):
+    # The broker answers a commit before it writes the commit markers, and after a broker
+    # restart they can come late. Here another producer's transaction stands for such a
+    # commit: it rewrites a key with the value the table already holds, and the local
+    # checkpoint is set to that record, as a worker's commit would have set it.
+    run = pipeline("exactly_once")
+    worker = stopped_after_a_load(run, seed=37)
+    path = next(Path(worker.env["DATA_DIR"]).glob("**/merchant-totals-0.db"))
+    db = Rdict(str(path), Options(raw_mode=True))
+    key, table_value = next((k, v) for k, v in db.items() if k not in OWN_KEYS)
+    late = Producer(producer_config(run.settings, **{"transactional.id": f"{run.name}-late-commit"}))
+    late.init_transactions(30)
+    late.begin_transaction()
+    offsets: list[int] = []
+    changelog = f"{run.settings.app_id}-merchant-totals-changelog"
+    late.produce(changelog, key=key, value=table_value, partition=0, on_delivery=lambda err, msg: offsets.append(msg.offset()))
+    late.flush(30)
+    db.put(CHECKPOINT_KEY, str(offsets[0]).encode())
+    db.close()
+
+    again = run.add_worker(DATA_DIR=worker.env["DATA_DIR"])
+    wait_for(lambda: "Waiting for pending transactions on " in again.log_text(), timeout=DRAIN_S,
+             what="the worker to wait for the pending transaction")
+    late.commit_transaction(30)
+    wait_for(lambda: is_ready(again), timeout=DRAIN_S, what="the restarted worker to be ready")
+
+    assert "Rebuilding table merchant-totals" not in again.log_text()
+    assert value(scrape(again), RESTORED, table="merchant-totals", partition="0") == 0
+    run.produce(LoadSpec(count=1_000, seed=38))
     assert run.reconcile(wait_s=DRAIN_S)["ok"]
