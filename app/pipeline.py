@@ -20,6 +20,7 @@ app = faust.App(
     broker_commit_interval=settings.commit_interval_ms / 1000,
     store="eos-rocksdb://",
     Topic=faust_eos.Topic,  # sends without yielding to the event loop (faust_eos.topic)
+    Table=faust_eos.Table,  # table reads and writes without Faust's per-operation machinery (faust_eos.table)
     datadir=str(settings.data_dir),
     topic_partitions=settings.partitions,
     topic_replication_factor=settings.replication_factor,

@@ -33,9 +33,10 @@ Private names used, and why:
   :class:`StoreHooks`): every read and write of a table's local state.
 * the RocksDB store's ``_dbs`` and ``_db_for_partition``: its open database per
   table partition (:func:`table_partition_dbs`, :meth:`StoreHooks.partition_db`,
-  :func:`close_table_partition`), ``_encode_key``: a key as the store writes it
-  (:func:`encoded_key`), and ``_decode_key`` and ``_decode_value``: a stored entry
-  as the table reads it (:func:`decoded_entry`).
+  :func:`close_table_partition`), ``_encode_key`` and ``_encode_value``: a key and
+  a value as the store and the changelog hold them (:func:`encoded_key`,
+  :func:`encoded_value`), and ``_decode_key`` and ``_decode_value``: a stored
+  entry as the table reads it (:func:`decoded_entry`, :func:`decoded_value`).
 * a table's ``_on_changelog_event``: whether it was given its own callback
   (:func:`has_changelog_callback`).
 * ``Topic._get_producer`` (overridden through :meth:`TopicHooks.producer_for_sends`):
@@ -181,9 +182,19 @@ def encoded_key(store: Any, key: Any) -> bytes:
     return store._encode_key(key)
 
 
+def encoded_value(store: Any, value: Any) -> bytes:
+    """``value`` (as the table sees it) in the bytes the store and the changelog hold."""
+    return store._encode_value(value)
+
+
 def decoded_entry(store: Any, key: bytes, value: bytes) -> tuple[Any, Any]:
     """A stored (key, value) as the table sees them."""
     return store._decode_key(key), store._decode_value(value)
+
+
+def decoded_value(store: Any, value: bytes) -> Any:
+    """A stored value as the table sees it."""
+    return store._decode_value(value)
 
 
 def has_changelog_callback(table: Any) -> bool:

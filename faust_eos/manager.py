@@ -32,7 +32,7 @@ from faust_eos.errors import (
 )
 from faust_eos.offsets import ChangelogBounds, CommittedOffsets, bootstrap_servers
 from faust_eos.outside import OutsideEventSends, outside_transactional_id, worker_id
-from faust_eos.staging import UNBOUND, Source, SourceTP, Staging, future_resolver, staged_record
+from faust_eos.staging import UNBOUND, UNDECODED, Source, SourceTP, Staging, future_resolver, staged_record
 from faust_eos.table_state import TableState
 from faust_eos.transaction import PartitionTransaction, TransactionStuck, transactional_id
 
@@ -153,7 +153,7 @@ class TransactionManager(FaustTransactionManager):
         self.stage(message.channel.get_topic_name(), message.key, message.value, message.partition,
                    message.timestamp, message.headers, future_resolver(fut))
 
-    def stage(self, topic, key, value, partition, timestamp, headers, committed) -> None:
+    def stage(self, topic, key, value, partition, timestamp, headers, committed, table_value=UNDECODED) -> None:
         """Stage a record with the transaction it belongs to.
 
         Sent while an agent processes an event: with that event's input
@@ -161,7 +161,8 @@ class TransactionManager(FaustTransactionManager):
         (a window's expiry): with the input partition whose events write that
         table partition, in its next transaction. Any other record outside an
         event (a timer, a web view): in this worker's own next transaction
-        (:mod:`faust_eos.outside`).
+        (:mod:`faust_eos.outside`). ``table_value``: a changelog record's value
+        as its table reads it, if the table has it at hand.
         """
         self._note_topic(topic)
         event = current_event()
@@ -178,6 +179,7 @@ class TransactionManager(FaustTransactionManager):
         record = staged_record(topic, key, value, partition, timestamp, headers, source.offset, committed)
         self.staging.add(source, record)
         if changelog is not None:
+            record.table_value = table_value
             self.tables.hold(record)
         if len(self.staging) >= self._max_uncommitted and self._early_commit is None:
             # in a context of its own: the commit is no part of the event being processed

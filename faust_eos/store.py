@@ -34,7 +34,7 @@ from rocksdict import WriteBatch
 
 from faust_eos import faust_internals, metrics
 from faust_eos.errors import StoreRefused
-from faust_eos.staging import StagedRecord
+from faust_eos.staging import UNDECODED, StagedRecord
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,17 @@ PARTITIONS_KEY = b"__faust_eos\0partitions__"
 FORMAT_KEY = b"__faust_eos\0format__"
 FORMAT = b"committed-only-1"
 OWN_KEYS = frozenset({CHECKPOINT_KEY, PARTITIONS_KEY, FORMAT_KEY})
+#: how many keys' encodings a store remembers (:meth:`Store.raw_key`); all are forgotten when full
+RAW_KEYS_KEPT = 100_000
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+#: what :meth:`Store.value_of` returns for a key the table partition does not hold
+MISSING: Any = _Missing()
 
 
 class Store(faust_internals.StoreHooks):
@@ -59,6 +70,8 @@ class Store(faust_internals.StoreHooks):
         self.changelog_partitions: Optional[int] = None
         #: table partition -> offset of a changelog record -> the records fetched before it (see precede())
         self._preceding: dict[int, dict[int, Sequence[Any]]] = {}
+        #: str and bytes keys -> their encoding (other types may be equal yet encode differently: 1 and 1.0)
+        self._raw_keys: dict[Any, bytes] = {}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -200,6 +213,46 @@ class Store(faust_internals.StoreHooks):
                 del keys[record.key]
 
     # -- reads -------------------------------------------------------------------
+    def raw_key(self, key: Any) -> bytes:
+        """``key`` as the store and the changelog hold it."""
+        if type(key) is not str and type(key) is not bytes:
+            return faust_internals.encoded_key(self, key)
+        raw = self._raw_keys.get(key)
+        if raw is None:
+            if len(self._raw_keys) >= RAW_KEYS_KEPT:
+                self._raw_keys.clear()
+            raw = self._raw_keys[key] = faust_internals.encoded_key(self, key)
+        return raw
+
+    def raw_value(self, value: Any) -> bytes:
+        """``value`` as the store and the changelog hold it."""
+        return faust_internals.encoded_value(self, value)
+
+    def value_of(self, partition: int, raw: bytes) -> Any:
+        """The table's value of raw key ``raw`` in ``partition``: its latest write, committed or not; else MISSING.
+
+        A write waiting for its commit is read as the object written (as Faust's
+        ``memory://`` store reads every value): it is not decoded again.
+        """
+        keys = self._held.get(partition)
+        record = keys.get(raw) if keys else None
+        if record is None:
+            value = self.partition_db(partition).get(raw)
+            return MISSING if value is None else faust_internals.decoded_value(self, value)
+        if record.value is None:
+            return MISSING
+        if record.table_value is UNDECODED:
+            record.table_value = faust_internals.decoded_value(self, record.value)
+        return record.table_value
+
+    def holds_value(self, partition: int, raw: bytes) -> bool:
+        """Whether ``partition`` holds raw key ``raw`` (its latest write, committed or not)."""
+        keys = self._held.get(partition)
+        record = keys.get(raw) if keys else None
+        if record is None:
+            return self.partition_db(partition).get(raw) is not None
+        return record.value is not None
+
     def read_key(self, key: bytes) -> Optional[bytes]:
         held = self._held_record(key)
         return held.value if held is not None else super().read_key(key)

@@ -1,0 +1,183 @@
+"""faust_eos.Table: inside an event, reads and writes as Faust's table makes them, without its per-operation path.
+
+A worker app's transaction manager, started without a broker (nothing is
+produced), and a real eos-rocksdb store in a temporary directory. A commit is
+played by handing the staged records to the tables as a committed round does.
+"""
+from __future__ import annotations
+
+import asyncio
+import weakref
+from types import SimpleNamespace
+from typing import Any
+
+import faust
+from aiokafka.structs import RecordMetadata
+from faust.streams import _current_event
+from faust.types import TP
+
+import faust_eos
+from faust_contract_support import worker_app
+from faust_eos.staging import SourceTP
+from store_support import inside_event
+
+CHANGELOG = "contract-totals-changelog"
+
+
+class Total(faust.Record, serializer="json"):
+    merchant_id: str
+    cents: int
+
+
+class RecordingSensor(faust.Sensor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list = []
+
+    def on_table_get(self, table: Any, key: Any) -> None:
+        self.seen.append(("get", key))
+
+    def on_table_set(self, table: Any, key: Any, value: Any) -> None:
+        self.seen.append(("set", key))
+
+    def on_table_del(self, table: Any, key: Any) -> None:
+        self.seen.append(("del", key))
+
+
+def run(tmp_path, scenario, **table_options: Any) -> None:
+    """``scenario(app, table, transactions)`` on a started transaction manager."""
+    async def started() -> None:
+        app = worker_app(Table=faust_eos.Table, store="eos-rocksdb://", tabledir=tmp_path)
+        table = app.Table("totals", value_type=Total, partitions=4, **table_options)
+        transactions = app.consumer.transactions
+        await transactions.start()
+        try:
+            await scenario(app, table, transactions)
+        finally:
+            await transactions.stop()
+
+    asyncio.run(started())
+
+
+def committed(transactions: Any, offset: int) -> None:
+    """The records staged by events of payments[2] below ``offset`` commit, at changelog offsets from 100."""
+    records = transactions.staging.take(SourceTP("payments", 2), up_to_offset=offset)
+    metadata = [RecordMetadata(r.topic, r.partition, TP(r.topic, r.partition), 100 + i, 0, 0, -1)
+                for i, r in enumerate(records)]
+    transactions.tables.committed(records, metadata)
+
+
+def test_a_write_is_staged_with_its_event_encoded_as_faust_s_own_table_encodes_it(tmp_path):
+    async def scenario(app, table, transactions) -> None:
+        with inside_event(offset=7):
+            table["m1"] = Total("m1", 5)
+        with inside_event(offset=8):
+            faust.Table.__setitem__(table, "m2", Total("m2", 6))  # Faust's own path, for comparison
+        ours, fausts = transactions.staging.take(SourceTP("payments", 2), up_to_offset=9)
+        assert (ours.topic, ours.partition, ours.source_offset) == (CHANGELOG, 2, 7)
+        assert (fausts.topic, fausts.partition, fausts.source_offset) == (CHANGELOG, 2, 8)
+        assert ours.key == fausts.key.replace(b"m2", b"m1")
+        assert ours.value == fausts.value.replace(b"m2", b"m1").replace(b"6", b"5")
+        assert ours.timestamp_ms is None and ours.headers is None
+
+    run(tmp_path, scenario)
+
+
+def test_until_its_commit_a_write_reads_back_as_the_object_written_and_after_it_from_rocksdb(tmp_path):
+    async def scenario(app, table, transactions) -> None:
+        total = Total("m1", 5)
+        with inside_event(offset=7):
+            table["m1"] = total
+            assert table["m1"] is total and table.get("m1") is total and "m1" in table
+        committed(transactions, offset=8)
+        with inside_event(offset=8):
+            assert table["m1"] == total and table["m1"] is not total  # decoded from RocksDB
+            assert "m1" in table
+        assert table.data.partition_db(2).get(table.data.raw_key("m1")) is not None
+
+    run(tmp_path, scenario)
+
+
+def test_a_missing_key_reads_as_faust_reads_it_with_and_without_a_default(tmp_path):
+    async def without_default(app, table, transactions) -> None:
+        with inside_event(offset=1):
+            assert table.get("nobody") is None and table.get("nobody", "fallback") == "fallback"
+            assert "nobody" not in table
+            try:
+                table["nobody"]
+            except KeyError:
+                pass
+            else:
+                raise AssertionError("a missing key without a default raises KeyError")
+
+    run(tmp_path, without_default)
+
+    async def with_default(app, table, transactions) -> None:
+        with inside_event(offset=1):
+            assert table["nobody"] == Total("", 0) and table.get("nobody", "fallback") == Total("", 0)
+            assert "nobody" not in table  # reading a default does not store it
+
+    run(tmp_path / "d", with_default, default=lambda: Total("", 0))
+
+
+def test_a_delete_stages_a_tombstone_and_hides_the_committed_value_until_it_commits(tmp_path):
+    async def scenario(app, table, transactions) -> None:
+        with inside_event(offset=1):
+            table["m1"] = Total("m1", 5)
+        committed(transactions, offset=2)
+        with inside_event(offset=2):
+            del table["m1"]
+            assert "m1" not in table and table.get("m1") is None
+        [tombstone] = transactions.staging.take(SourceTP("payments", 2), up_to_offset=3)
+        assert (tombstone.key, tombstone.value, tombstone.source_offset) == (table.data.raw_key("m1"), None, 2)
+
+    run(tmp_path, scenario)
+
+
+def test_faust_s_table_sensors_see_every_read_write_and_delete(tmp_path):
+    async def scenario(app, table, transactions) -> None:
+        sensor = RecordingSensor()
+        app.sensors.add(sensor)
+        with inside_event(offset=1):
+            table["m1"] = Total("m1", 5)
+            table.get("m1")
+            table["m1"]
+            del table["m1"]
+        assert sensor.seen == [("set", "m1"), ("get", "m1"), ("get", "m1"), ("del", "m1")]
+
+    run(tmp_path, scenario)
+
+
+def test_outside_events_a_read_takes_faust_s_own_path_and_sees_writes_waiting_for_their_commit(tmp_path):
+    async def scenario(app, table, transactions) -> None:
+        with inside_event(offset=1):
+            table["m1"] = Total("m1", 5)
+        assert table["m1"] == Total("m1", 5) and "m1" in table and table.get("m2") is None
+
+    run(tmp_path, scenario)
+
+
+class TimedEvent:
+    message = SimpleNamespace(topic="payments", partition=2, offset=1, timestamp=90.0)
+
+
+def test_a_windowed_table_writes_through_faust_s_own_path(tmp_path):
+    async def scenario(app, table, transactions) -> None:
+        sent: list = []
+        stage_future_message = transactions.stage_future_message
+
+        def through_faust(fut: Any) -> None:  # Faust's path: the changelog topic's send_soon
+            sent.append(fut)
+            stage_future_message(fut)
+
+        transactions.stage_future_message = through_faust
+        windowed = table.tumbling(60)
+        event = TimedEvent()
+        token = _current_event.set(weakref.ref(event))
+        try:
+            windowed["m1"] = Total("m1", 5)
+        finally:
+            _current_event.reset(token)
+        assert len(sent) == 1 and transactions.staging.pending() == {SourceTP("payments", 2)}
+
+    run(tmp_path, scenario)
