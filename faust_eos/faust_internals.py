@@ -36,7 +36,7 @@ Private names used, and why:
   :func:`close_table_partition`), ``_encode_key`` and ``_encode_value``: a key and
   a value as the store and the changelog hold them (:func:`encoded_key`,
   :func:`encoded_value`), and ``_decode_key`` and ``_decode_value``: a stored
-  entry as the table reads it (:func:`decoded_entry`, :func:`decoded_value`).
+  key and value as the table reads them (:func:`decoded_key`, :func:`decoded_value`).
 * a table's ``_on_changelog_event``: whether it was given its own callback
   (:func:`has_changelog_callback`).
 * ``Topic._get_producer`` (overridden through :meth:`TopicHooks.producer_for_sends`):
@@ -187,9 +187,9 @@ def encoded_value(store: Any, value: Any) -> bytes:
     return store._encode_value(value)
 
 
-def decoded_entry(store: Any, key: bytes, value: bytes) -> tuple[Any, Any]:
-    """A stored (key, value) as the table sees them."""
-    return store._decode_key(key), store._decode_value(value)
+def decoded_key(store: Any, key: bytes) -> Any:
+    """A stored key as the table sees it."""
+    return store._decode_key(key)
 
 
 def decoded_value(store: Any, value: bytes) -> Any:

@@ -283,8 +283,8 @@ class Store(faust_internals.StoreHooks):
 
     def committed_entries(
         self, partition: int, *, after: Optional[bytes], limit: int
-    ) -> tuple[list[tuple[Any, Any]], Optional[bytes]]:
-        """Up to ``limit`` committed entries of ``partition`` past raw key ``after``, as the table reads them.
+    ) -> tuple[list[tuple[bytes, Any]], Optional[bytes]]:
+        """Up to ``limit`` committed entries of ``partition`` past raw key ``after``: raw key, value as the table reads it.
 
         Keys with a write waiting for its commit are left out. Also returns where the
         next call goes on from: the last raw key read, or None once the end was reached.
@@ -296,7 +296,7 @@ class Store(faust_internals.StoreHooks):
                 continue
             last = raw
             if raw not in OWN_KEYS and raw not in held:
-                entries.append(faust_internals.decoded_entry(self, raw, value))
+                entries.append((raw, faust_internals.decoded_value(self, value)))
             limit -= 1
             if limit == 0:
                 return entries, last

@@ -21,13 +21,16 @@ from typing import Any, Callable, Optional
 
 from faust.streams import current_event
 
-from faust_eos import metrics
+from faust_eos import faust_internals, metrics
 from faust_eos.errors import StoreRefused
 from faust_eos.store import Store
 
 
 class Sweep:
-    """Deletes the entries of ``table`` for which ``expired(key, value)`` is true.
+    """Deletes the entries of ``table`` whose value ``expired(value)`` says may go.
+
+    Only values are decoded to be looked at (a sweep looks at more entries than
+    events add), so what decides expiry must be in the value.
 
     Counted by table in ``faust_eos_table_entries_swept_total``. Call it once per event, inside the agent that writes ``table``: every
     ``every`` events of a partition it looks at the next ``every * keys_per_event``
@@ -35,7 +38,7 @@ class Sweep:
     a sweep passes over the whole table faster than events add entries to it.
     """
 
-    def __init__(self, table: Any, expired: Callable[[Any, Any], bool], *, every: int = 100,
+    def __init__(self, table: Any, expired: Callable[[Any], bool], *, every: int = 100,
                  keys_per_event: int = 2) -> None:
         if every < 1 or keys_per_event < 1:
             raise ValueError(f"every={every} and keys_per_event={keys_per_event}: both must be at least 1")
@@ -74,9 +77,9 @@ class Sweep:
             partition, after=self._cursors.get(partition), limit=self._per_sweep
         )
         deleted = 0
-        for key, value in entries:
-            if self._expired(key, value):
-                del self.table[key]
+        for raw, value in entries:
+            if self._expired(value):
+                del self.table[faust_internals.decoded_key(store, raw)]
                 deleted += 1
         self._swept.inc(deleted)
         return deleted

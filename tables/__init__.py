@@ -58,10 +58,10 @@ def current_stream_time() -> Optional[float]:
 #: called once per ``ingest`` event: deletes dedup entries past their retention
 expire_seen_events = Sweep(
     seen_events,
-    lambda _event_id, seen: dedup_expired(seen, time.time(), DEDUP_RETENTION_S),
+    lambda seen: dedup_expired(seen, time.time(), DEDUP_RETENTION_S),
 )
 #: called once per ``aggregate`` event: deletes windows that have closed
 close_windows = Sweep(
     window_totals,
-    lambda _key, window: window_closed(window.window_end, current_stream_time(), settings.window_grace_seconds),
+    lambda window: window_closed(window.window_end, current_stream_time(), settings.window_grace_seconds),
 )

@@ -27,7 +27,7 @@ def committed_table(tmp_path, values: dict[str, int]) -> Table:
 
 def test_expired_committed_entries_are_deleted_through_the_table_and_the_rest_stay(tmp_path):
     t = committed_table(tmp_path, {"old-1": 1, "new-1": 100, "old-2": 2})
-    sweep = Sweep(t.table, lambda key, value: value < 10, every=1, keys_per_event=10)
+    sweep = Sweep(t.table, lambda value: value < 10, every=1, keys_per_event=10)
     swept_before = swept("totals")
     with inside_event(2):
         assert sweep() == 2
@@ -44,7 +44,7 @@ def test_a_key_written_since_the_last_commit_is_not_looked_at(tmp_path):
     with inside_event(2):
         t.table["a"] = 2  # rewritten, not committed yet: fresh
     looked_at = []
-    sweep = Sweep(t.table, lambda key, value: looked_at.append(key) or True, every=1)
+    sweep = Sweep(t.table, lambda value: looked_at.append(value) or True, every=1)
     with inside_event(3):
         assert sweep() == 0 and t.table["a"] == 2
     assert looked_at == []
@@ -52,9 +52,9 @@ def test_a_key_written_since_the_last_commit_is_not_looked_at(tmp_path):
 
 def test_a_sweep_runs_every_n_events_of_a_partition_and_its_cursor_covers_the_table_then_wraps(tmp_path):
     t = committed_table(tmp_path, {f"k{i}": i for i in range(10)})
-    looked_at: list[str] = []
-    sweep = Sweep(t.table, lambda key, value: looked_at.append(key) and False, every=2, keys_per_event=2)
-    keys = sorted(f"k{i}" for i in range(10))
+    looked_at: list[int] = []
+    sweep = Sweep(t.table, lambda value: looked_at.append(value) and False, every=2, keys_per_event=2)
+    keys = list(range(10))  # the values of k0..k9, in key order
     for offset in range(2, 12):  # 10 events: 5 sweeps of up to 4 entries each (the store's own keys count too)
         with inside_event(offset):
             sweep()
@@ -69,17 +69,17 @@ def test_a_sweep_runs_every_n_events_of_a_partition_and_its_cursor_covers_the_ta
 def test_a_sweep_outside_an_event_is_refused(tmp_path):
     t = committed_table(tmp_path, {"a": 1})
     with pytest.raises(RuntimeError, match="inside an event"):
-        Sweep(t.table, lambda key, value: True)()
+        Sweep(t.table, lambda value: True)()
 
 
 def test_a_sweep_that_never_runs_is_refused(tmp_path):
     t = Table(tmp_path)
     with pytest.raises(ValueError, match="at least 1"):
-        Sweep(t.table, lambda key, value: True, every=0)
+        Sweep(t.table, lambda value: True, every=0)
 
 
 def test_a_table_that_writes_other_partitions_than_its_events_cannot_be_swept(tmp_path):
     t = Table(tmp_path)
     t.table.use_partitioner = True
     with pytest.raises(StoreRefused, match="use_partitioner"):
-        Sweep(t.table, lambda key, value: True)
+        Sweep(t.table, lambda value: True)
