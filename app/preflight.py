@@ -32,6 +32,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from app.kafka import pipeline_topics
 from config import Settings, settings
+from faust_eos.collector import collect_less_often
 from kafka_ops.topics import TopicRefused, create_topics, partition_counts
 from kafka_ops.wire import Cluster, KafkaWireError
 
@@ -192,4 +193,5 @@ class Worker(faust.Worker):
                    "(is the broker running? see KAFKA_BOOTSTRAP_SERVERS)"])
         if found:
             _exit(found)
+        collect_less_often()  # with the app and its modules loaded, before the first event
         super().execute_from_commandline()
