@@ -32,7 +32,7 @@ from faust_eos.errors import (
 )
 from faust_eos.offsets import ChangelogBounds, CommittedOffsets, bootstrap_servers
 from faust_eos.outside import OutsideEventSends, outside_transactional_id, worker_id
-from faust_eos.staging import UNBOUND, UNDECODED, Source, SourceTP, Staging, future_resolver, staged_record
+from faust_eos.staging import UNBOUND, Source, SourceTP, Staging, future_resolver, staged_record
 from faust_eos.table_state import TableState
 from faust_eos.transaction import PartitionTransaction, TransactionStuck, transactional_id
 
@@ -153,7 +153,7 @@ class TransactionManager(FaustTransactionManager):
         self.stage(message.channel.get_topic_name(), message.key, message.value, message.partition,
                    message.timestamp, message.headers, future_resolver(fut))
 
-    def stage(self, topic, key, value, partition, timestamp, headers, committed, table_value=UNDECODED) -> None:
+    def stage(self, topic, key, value, partition, timestamp, headers, committed) -> None:
         """Stage a record with the transaction it belongs to.
 
         Sent while an agent processes an event: with that event's input
@@ -161,8 +161,7 @@ class TransactionManager(FaustTransactionManager):
         (a window's expiry): with the input partition whose events write that
         table partition, in its next transaction. Any other record outside an
         event (a timer, a web view): in this worker's own next transaction
-        (:mod:`faust_eos.outside`). ``table_value``: a changelog record's value
-        as its table reads it, if the table has it at hand.
+        (:mod:`faust_eos.outside`).
         """
         self._note_topic(topic)
         event = current_event()
@@ -179,7 +178,6 @@ class TransactionManager(FaustTransactionManager):
         record = staged_record(topic, key, value, partition, timestamp, headers, source.offset, committed)
         self.staging.add(source, record)
         if changelog is not None:
-            record.table_value = table_value
             self.tables.hold(record)
         if len(self.staging) >= self._max_uncommitted and self._early_commit is None:
             # in a context of its own: the commit is no part of the event being processed
@@ -370,18 +368,28 @@ class TransactionManager(FaustTransactionManager):
         A checkpoint is written only once its transaction committed, but the broker
         answers a commit before writing its markers; after a broker restart, or for
         a partition whose claim failed, they may still be missing. Such a checkpoint
-        is judged once the transaction settles, or when it would have timed out.
+        is judged once the transaction settles, or after half the session timeout:
+        this runs inside the group's rebalance, when the worker sends no heartbeats.
         """
         bounds = await self._in_thread(self._committed.restore_bounds, list(changelog_tps))
-        deadline = asyncio.get_running_loop().time() + self._transaction_timeout_ms / 1000
         waiting = self.tables.ahead_of_pending_commits(changelog_tps, bounds)
-        if waiting:
-            log.info("Waiting for pending transactions on %s to settle before checking their local state",
-                     ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(waiting)))
-        while waiting and asyncio.get_running_loop().time() < deadline:
+        if not waiting:
+            return bounds
+        log.info("Waiting for pending transactions on %s to settle before checking their local state",
+                 ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(waiting)))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(self._transaction_timeout_ms / 1000, self.app.conf.broker_session_timeout / 2)
+        while waiting and loop.time() < deadline and not self.should_stop:
             await asyncio.sleep(0.2)
-            bounds.update(await self._in_thread(self._committed.restore_bounds, list(waiting)))
+            try:
+                bounds = await self._in_thread(self._committed.restore_bounds, list(changelog_tps))
+            except (KafkaException, RuntimeError) as exc:  # RuntimeError: stopping, the threads are gone
+                log.warning("Could not read the changelogs' bounds again (%s); judging with the last read", exc)
+                break
             waiting = self.tables.ahead_of_pending_commits(waiting, bounds)
+        if waiting:
+            log.warning("Transactions on %s did not settle in time; judging their local state as it stands",
+                        ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(waiting)))
         return bounds
 
     async def stable_committed_offsets(self, tps: Iterable[TP]) -> dict[TP, Optional[int]]:

@@ -34,15 +34,6 @@ class SourceTP(NamedTuple):
     partition: int
 
 
-class _Undecoded:
-    def __repr__(self) -> str:
-        return "UNDECODED"
-
-
-#: the ``table_value`` of a changelog record whose value the table has not decoded (yet)
-UNDECODED: Any = _Undecoded()
-
-
 def _nothing(metadata: RecordMetadata) -> None:
     """What a staged record no one waits for calls once committed."""
 
@@ -62,9 +53,6 @@ class StagedRecord:
     #: a record that is dropped instead never calls it (its event will be
     #: processed again, by this worker or the partition's next owner)
     on_committed: Callable[[RecordMetadata], None] = field(repr=False, default=_nothing)
-    #: of a table's changelog record: the value as the table reads it, kept so that reads
-    #: of the key until its commit need not decode it
-    table_value: Any = field(repr=False, default=UNDECODED)
 
 
 class Staging:

@@ -34,7 +34,7 @@ from rocksdict import WriteBatch
 
 from faust_eos import faust_internals, metrics
 from faust_eos.errors import StoreRefused
-from faust_eos.staging import UNDECODED, StagedRecord
+from faust_eos.staging import StagedRecord
 
 log = logging.getLogger(__name__)
 
@@ -229,21 +229,11 @@ class Store(faust_internals.StoreHooks):
         return faust_internals.encoded_value(self, value)
 
     def value_of(self, partition: int, raw: bytes) -> Any:
-        """The table's value of raw key ``raw`` in ``partition``: its latest write, committed or not; else MISSING.
-
-        A write waiting for its commit is read as the object written (as Faust's
-        ``memory://`` store reads every value): it is not decoded again.
-        """
+        """The table's value of raw key ``raw`` in ``partition``, decoded: its latest write, committed or not; else MISSING."""
         keys = self._held.get(partition)
         record = keys.get(raw) if keys else None
-        if record is None:
-            value = self.partition_db(partition).get(raw)
-            return MISSING if value is None else faust_internals.decoded_value(self, value)
-        if record.value is None:
-            return MISSING
-        if record.table_value is UNDECODED:
-            record.table_value = faust_internals.decoded_value(self, record.value)
-        return record.table_value
+        value = self.partition_db(partition).get(raw) if record is None else record.value
+        return MISSING if value is None else faust_internals.decoded_value(self, value)
 
     def holds_value(self, partition: int, raw: bytes) -> bool:
         """Whether ``partition`` holds raw key ``raw`` (its latest write, committed or not)."""

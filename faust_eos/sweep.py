@@ -17,6 +17,7 @@ at the end, so a sweep costs the same whatever the table's size.
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable, Optional
 
 from faust.streams import current_event
@@ -40,6 +41,12 @@ class Sweep:
 
     def __init__(self, table: Any, expired: Callable[[Any], bool], *, every: int = 100,
                  keys_per_event: int = 2) -> None:
+        try:
+            inspect.signature(expired).bind(None)
+        except TypeError:
+            raise ValueError(f"expired={expired!r} must take one argument, the value of an entry") from None
+        except ValueError:  # no signature to inspect (some builtins): trust it
+            pass
         if every < 1 or keys_per_event < 1:
             raise ValueError(f"every={every} and keys_per_event={keys_per_event}: both must be at least 1")
         if table.is_global or table.use_partitioner:

@@ -7,17 +7,16 @@ producer before it is staged, and the store then encodes key and value again.
 Inside an event, under exactly-once, on the ``eos-rocksdb://`` store, this
 table does each once:
 
-* a read encodes the key (remembered for str and bytes keys), and takes a
-  write still waiting for its commit as the object written, undecoded;
-* a write encodes key and value once, stages the changelog record with the
-  transaction manager at once, and the store holds it with the value written.
+* a read encodes the key (remembered for str and bytes keys) and asks the
+  store once; each read decodes a value of its own, as Faust's table does, so
+  a value changed in place but not written back changes nothing;
+* a write encodes key and value once and stages the changelog record with the
+  transaction manager at once (the partition, and the check that the input
+  topic has as many partitions as the changelog, are Faust's own).
 
 Faust's table sensors still see every read, write and delete. Outside events,
-under at-least-once, on another store, and for windowed tables, everything
-takes Faust's path.
-
-As with Faust's ``memory://`` store, a value read back before its commit is the
-object that was written: change a value by writing a new one, not in place.
+under at-least-once, on another store, for windowed tables and for tables with
+their own ``schema``, everything takes Faust's path.
 """
 from __future__ import annotations
 
@@ -35,13 +34,13 @@ class Table(faust.Table):
     def _fast_partition(self) -> Optional[int]:
         """The table partition of the event being processed, if this operation may take the short path."""
         event = current_event()
-        if event is None:
+        if event is None or self.window is not None:  # a table may be windowed after its first use
             return None
         short = self.__dict__.get("_short_path")
         if short is None:  # decided once the worker runs: the store and the guarantee are known by then
             short = self.__dict__["_short_path"] = (
-                self.app.in_transaction and isinstance(self.data, Store)
-                and self.window is None and not self.use_partitioner and not self.is_global
+                self.app.in_transaction and isinstance(self.data, Store) and self.schema is None
+                and not self.use_partitioner and not self.is_global
             )
         if not short or not self.app.consumer.transactions.started:
             return None
@@ -73,22 +72,21 @@ class Table(faust.Table):
         return self.data.holds_value(partition, self.data.raw_key(key))
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        partition = self._fast_partition()
-        if partition is None:
+        if self._fast_partition() is None:
             return super().__setitem__(key, value)
         store = self.data
         self.app.consumer.transactions.stage(
-            self.changelog_topic.get_topic_name(), store.raw_key(key), store.raw_value(value), partition,
-            None, None, None, table_value=value,
+            self.changelog_topic.get_topic_name(), store.raw_key(key), store.raw_value(value),
+            self.partition_for_key(key), None, None, None,
         )
         self.app.sensors.on_table_set(self, key, value)
 
     def __delitem__(self, key: Any) -> None:
-        partition = self._fast_partition()
-        if partition is None:
+        if self._fast_partition() is None:
             return super().__delitem__(key)
         # as Faust's table: a tombstone is sent whether or not the key is there
         self.app.consumer.transactions.stage(
-            self.changelog_topic.get_topic_name(), self.data.raw_key(key), None, partition, None, None, None,
+            self.changelog_topic.get_topic_name(), self.data.raw_key(key), None, self.partition_for_key(key),
+            None, None, None,
         )
         self.app.sensors.on_table_del(self, key)

@@ -103,7 +103,10 @@ def test_a_checkpoint_past_a_commit_whose_markers_are_still_missing_is_trusted_o
     path = next(Path(worker.env["DATA_DIR"]).glob("**/merchant-totals-0.db"))
     db = Rdict(str(path), Options(raw_mode=True))
     key, table_value = next((k, v) for k, v in db.items() if k not in OWN_KEYS)
-    late = Producer(producer_config(run.settings, **{"transactional.id": f"{run.name}-late-commit"}))
+    late = Producer(producer_config(run.settings, **{
+        "transactional.id": f"{run.name}-late-commit",
+        "transaction.timeout.ms": 600_000,  # open across the worker's start, however slow
+    }))
     late.init_transactions(30)
     late.begin_transaction()
     offsets: list[int] = []
@@ -113,9 +116,10 @@ def test_a_checkpoint_past_a_commit_whose_markers_are_still_missing_is_trusted_o
     db.put(CHECKPOINT_KEY, str(offsets[0]).encode())
     db.close()
 
-    again = run.add_worker(DATA_DIR=worker.env["DATA_DIR"])
-    wait_for(lambda: "Waiting for pending transactions on " in again.log_text(), timeout=DRAIN_S,
-             what="the worker to wait for the pending transaction")
+    # it waits half the session timeout at most: long enough for this test to see it wait and commit
+    again = run.add_worker(DATA_DIR=worker.env["DATA_DIR"], SESSION_TIMEOUT_S="60")
+    wait_for(lambda: f"Waiting for pending transactions on {changelog}[0] to settle" in again.log_text(),
+             timeout=DRAIN_S, what="the worker to wait for the pending transaction")
     late.commit_transaction(30)
     wait_for(lambda: is_ready(again), timeout=DRAIN_S, what="the restarted worker to be ready")
 

@@ -83,3 +83,9 @@ def test_a_table_that_writes_other_partitions_than_its_events_cannot_be_swept(tm
     t.table.use_partitioner = True
     with pytest.raises(StoreRefused, match="use_partitioner"):
         Sweep(t.table, lambda value: True)
+
+
+def test_a_predicate_that_does_not_take_one_value_is_refused_at_once(tmp_path):
+    t = Table(tmp_path)
+    with pytest.raises(ValueError, match="must take one argument, the value of an entry"):
+        Sweep(t.table, lambda key, value: True)

@@ -12,7 +12,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import faust
+import pytest
 from aiokafka.structs import RecordMetadata
+from faust.exceptions import PartitionsMismatch
 from faust.streams import _current_event
 from faust.types import TP
 
@@ -48,7 +50,7 @@ def run(tmp_path, scenario, **table_options: Any) -> None:
     """``scenario(app, table, transactions)`` on a started transaction manager."""
     async def started() -> None:
         app = worker_app(Table=faust_eos.Table, store="eos-rocksdb://", tabledir=tmp_path)
-        table = app.Table("totals", value_type=Total, partitions=4, **table_options)
+        table = app.Table("totals", **{"value_type": Total, "partitions": 4, **table_options})
         transactions = app.consumer.transactions
         await transactions.start()
         try:
@@ -83,19 +85,33 @@ def test_a_write_is_staged_with_its_event_encoded_as_faust_s_own_table_encodes_i
     run(tmp_path, scenario)
 
 
-def test_until_its_commit_a_write_reads_back_as_the_object_written_and_after_it_from_rocksdb(tmp_path):
+def test_a_write_reads_back_before_and_after_its_commit_each_read_a_value_of_its_own(tmp_path):
     async def scenario(app, table, transactions) -> None:
         total = Total("m1", 5)
         with inside_event(offset=7):
             table["m1"] = total
-            assert table["m1"] is total and table.get("m1") is total and "m1" in table
+            read = table["m1"]
+            assert read == total and read is not total and "m1" in table
+            read.cents = 99  # changed in place, never written back: the table does not see it
+            assert table.get("m1") == total
         committed(transactions, offset=8)
         with inside_event(offset=8):
-            assert table["m1"] == total and table["m1"] is not total  # decoded from RocksDB
-            assert "m1" in table
+            assert table["m1"] == total and "m1" in table
         assert table.data.partition_db(2).get(table.data.raw_key("m1")) is not None
 
     run(tmp_path, scenario)
+
+
+def test_a_value_reads_back_as_its_encoding_decodes_whether_committed_or_not(tmp_path):
+    async def scenario(app, table, transactions) -> None:
+        with inside_event(offset=1):
+            table["k"] = {1: "a"}  # JSON keys are strings
+            assert table["k"] == {"1": "a"}
+        committed(transactions, offset=2)
+        with inside_event(offset=2):
+            assert table["k"] == {"1": "a"}
+
+    run(tmp_path, scenario, value_type=None)
 
 
 def test_a_missing_key_reads_as_faust_reads_it_with_and_without_a_default(tmp_path):
@@ -179,5 +195,40 @@ def test_a_windowed_table_writes_through_faust_s_own_path(tmp_path):
         finally:
             _current_event.reset(token)
         assert len(sent) == 1 and transactions.staging.pending() == {SourceTP("payments", 2)}
+
+    run(tmp_path, scenario)
+
+
+def test_a_table_windowed_after_its_first_use_takes_faust_s_path_from_then_on(tmp_path):
+    async def scenario(app, table, transactions) -> None:
+        with inside_event(offset=1):
+            table["m1"] = Total("m1", 5)  # the short path
+        sent: list = []
+        stage_future_message = transactions.stage_future_message
+
+        def through_faust(fut: Any) -> None:
+            sent.append(fut)
+            stage_future_message(fut)
+
+        transactions.stage_future_message = through_faust
+        windowed = table.tumbling(60)
+        event = TimedEvent()
+        token = _current_event.set(weakref.ref(event))
+        try:
+            windowed["m1"] = Total("m1", 6)
+        finally:
+            _current_event.reset(token)
+        assert len(sent) == 1
+
+    run(tmp_path, scenario)
+
+
+def test_a_write_from_an_input_topic_with_another_partition_count_than_the_changelog_is_refused(tmp_path):
+    async def scenario(app, table, transactions) -> None:
+        counts = {"payments": 6, CHANGELOG: 4}
+        app.consumer.topic_partitions = counts.get
+        with inside_event(offset=1), pytest.raises(PartitionsMismatch):
+            table["m1"] = Total("m1", 5)
+        assert not transactions.staging.pending()
 
     run(tmp_path, scenario)
