@@ -50,16 +50,14 @@ class Table(faust.Table):
         partition = self._fast_partition()
         if partition is None:
             return super().__getitem__(key)
-        self.app.sensors.on_table_get(self, key)
-        value = self.data.value_of(partition, self.data.raw_key(key))
+        value = self._read(partition, key)
         return self.__missing__(key) if value is MISSING else value
 
     def get(self, key: Any, default: Any = None) -> Any:
         partition = self._fast_partition()
         if partition is None:
             return super().get(key, default)
-        self.app.sensors.on_table_get(self, key)
-        value = self.data.value_of(partition, self.data.raw_key(key))
+        value = self._read(partition, key)
         if value is not MISSING:
             return value
         # as Faust's Mapping.get: a missing key reads as the table's default, if it has one
@@ -74,19 +72,22 @@ class Table(faust.Table):
     def __setitem__(self, key: Any, value: Any) -> None:
         if self._fast_partition() is None:
             return super().__setitem__(key, value)
-        store = self.data
-        self.app.consumer.transactions.stage(
-            self.changelog_topic.get_topic_name(), store.raw_key(key), store.raw_value(value),
-            self.partition_for_key(key), None, None, None,
-        )
+        self._stage(key, self.data.raw_value(value))
         self.app.sensors.on_table_set(self, key, value)
 
     def __delitem__(self, key: Any) -> None:
         if self._fast_partition() is None:
             return super().__delitem__(key)
-        # as Faust's table: a tombstone is sent whether or not the key is there
+        self._stage(key, None)  # as Faust's table: a tombstone whether or not the key is there
+        self.app.sensors.on_table_del(self, key)
+
+    def _read(self, partition: int, key: Any) -> Any:
+        self.app.sensors.on_table_get(self, key)
+        return self.data.value_of(partition, self.data.raw_key(key))
+
+    def _stage(self, key: Any, raw_value: Optional[bytes]) -> None:
+        """Stage the changelog record of a write (``raw_value`` None: a delete) with the event being processed."""
         self.app.consumer.transactions.stage(
-            self.changelog_topic.get_topic_name(), self.data.raw_key(key), None, self.partition_for_key(key),
+            self.changelog_topic.get_topic_name(), self.data.raw_key(key), raw_value, self.partition_for_key(key),
             None, None, None,
         )
-        self.app.sensors.on_table_del(self, key)
