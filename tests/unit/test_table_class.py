@@ -177,23 +177,29 @@ class TimedEvent:
     message = SimpleNamespace(topic="payments", partition=2, offset=1, timestamp=90.0)
 
 
+def write_windowed_counting_faust_sends(table: Any, transactions: Any, value: Total) -> list:
+    """Write ``value`` to a tumbling window of ``table`` inside a timed event; the sends taking Faust's path."""
+    sent: list = []
+    stage_future_message = transactions.stage_future_message
+
+    def through_faust(fut: Any) -> None:  # Faust's path: the changelog topic's send_soon
+        sent.append(fut)
+        stage_future_message(fut)
+
+    transactions.stage_future_message = through_faust
+    windowed = table.tumbling(60)
+    event = TimedEvent()
+    token = _current_event.set(weakref.ref(event))
+    try:
+        windowed["m1"] = value
+    finally:
+        _current_event.reset(token)
+    return sent
+
+
 def test_a_windowed_table_writes_through_faust_s_own_path(tmp_path):
     async def scenario(app, table, transactions) -> None:
-        sent: list = []
-        stage_future_message = transactions.stage_future_message
-
-        def through_faust(fut: Any) -> None:  # Faust's path: the changelog topic's send_soon
-            sent.append(fut)
-            stage_future_message(fut)
-
-        transactions.stage_future_message = through_faust
-        windowed = table.tumbling(60)
-        event = TimedEvent()
-        token = _current_event.set(weakref.ref(event))
-        try:
-            windowed["m1"] = Total("m1", 5)
-        finally:
-            _current_event.reset(token)
+        sent = write_windowed_counting_faust_sends(table, transactions, Total("m1", 5))
         assert len(sent) == 1 and transactions.staging.pending() == {SourceTP("payments", 2)}
 
     run(tmp_path, scenario)
@@ -203,22 +209,7 @@ def test_a_table_windowed_after_its_first_use_takes_faust_s_path_from_then_on(tm
     async def scenario(app, table, transactions) -> None:
         with inside_event(offset=1):
             table["m1"] = Total("m1", 5)  # the short path
-        sent: list = []
-        stage_future_message = transactions.stage_future_message
-
-        def through_faust(fut: Any) -> None:
-            sent.append(fut)
-            stage_future_message(fut)
-
-        transactions.stage_future_message = through_faust
-        windowed = table.tumbling(60)
-        event = TimedEvent()
-        token = _current_event.set(weakref.ref(event))
-        try:
-            windowed["m1"] = Total("m1", 6)
-        finally:
-            _current_event.reset(token)
-        assert len(sent) == 1
+        assert len(write_windowed_counting_faust_sends(table, transactions, Total("m1", 6))) == 1
 
     run(tmp_path, scenario)
 
