@@ -11,6 +11,7 @@ from tools.workers import wait_for
 
 GUARANTEES = ["exactly_once", "at_least_once"]
 DRAIN_S = 180  # generous: the machine is shared; this bounds a hang, it is not a timing check
+TOOK_PARTITIONS = re.compile(r"Resuming from committed offsets: \S")
 
 
 def assert_reconciled(report: dict) -> None:
@@ -40,7 +41,9 @@ def test_second_worker_joining_mid_stream_keeps_totals_exact(pipeline, guarantee
     wait_for(lambda: run.reconcile()["total_updates"] > 500, timeout=DRAIN_S, what="the first worker's output")
 
     second = run.add_worker()
-    run.produce(LoadSpec(count=6_000, seed=13, rate=1_500))
+    run.produce(LoadSpec(count=3_000, seed=13, rate=1_500))
+    wait_for(lambda: TOOK_PARTITIONS.search(second.log_text()), timeout=DRAIN_S, what="the second worker's partitions")
+    run.produce(LoadSpec(count=3_000, seed=16, rate=1_500))
     report = run.reconcile(wait_s=DRAIN_S)
 
     if guarantee == "exactly_once":
@@ -48,7 +51,6 @@ def test_second_worker_joining_mid_stream_keeps_totals_exact(pipeline, guarantee
     else:  # at-least-once may repeat updates around a hand-over, but must not lose any
         lost = {kind for kind in report["problems"] if "lost event" in kind or kind == "dlq: missing"}
         assert not lost, report["problems"]
-    assert re.search(r"Resuming from committed offsets: \S", second.log_text()), "the second worker took no partition"
     assert first.alive() and second.alive()
     assert run.stop_all() == {"worker-0": 0, "worker-1": 0}
 
