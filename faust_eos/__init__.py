@@ -26,7 +26,6 @@ from faust_eos.batches import Batch, BatchRecord, Batches
 from faust_eos.errors import (
     LocalStateNotWritten,
     MissingTopic,
-    OutputNotWritten,
     SendNotCommittable,
     SettingRefused,
     StoreRefused,
@@ -39,6 +38,6 @@ TRANSPORTS.aliases.setdefault("eos", "faust_eos.transport:Transport")
 STORES.aliases.setdefault("eos-rocksdb", "faust_eos.store:Store")
 
 __all__ = [
-    "Batch", "BatchRecord", "Batches", "LocalStateNotWritten", "MissingTopic", "OutputNotWritten",
+    "Batch", "BatchRecord", "Batches", "LocalStateNotWritten", "MissingTopic",
     "SendNotCommittable", "SettingRefused", "StoreRefused", "Sweep", "Table", "Topic",
 ]

@@ -1,78 +1,137 @@
-"""Tables under at-least-once: a write reaches its changelog only after its event's outputs.
+"""At-least-once on the exactly-once path, without transactions.
 
-Without transactions, a table write sent to the changelog at once can become
-durable while the output records of the same event are still in the
-producer's buffer; after a crash the event is processed again, and a dedup
-table then drops it as a repeat: the output is lost. Here a changelog record
-is held (and read by its table, :mod:`faust_eos.store`) until its event's
-offset commits. Faust flushes the outputs first; then the held records, the
-last per key, are sent and acknowledged; then they reach RocksDB with their
-checkpoint; only then the offsets are committed to the group. A crash in
-between replays events whose outputs may already exist: duplicates, never loss.
+An event's records, its outputs and its table changelog writes, are staged
+with its input partition and offset as under exactly-once
+(:mod:`faust_eos.staging`), and a table reads its own staged writes
+(:mod:`faust_eos.store`). When offsets commit (:meth:`HeldSends.write_up_to`):
+
+1. the records of the events being committed are taken, and of each table
+   key's changelog writes only the last is kept;
+2. one idempotent, non-transactional confluent-kafka producer produces them
+   all and waits until each is acknowledged (:func:`faust_eos.produce.produce_all`);
+3. the table writes reach RocksDB with their checkpoints and the records'
+   futures resolve; then, and only then, Faust commits the offsets to the group.
+
+If step 2 fails, the records are staged again and the offsets stay
+uncommitted: the next commit produces them again (some may then be written
+twice, never lost). A crash between steps 2 and 3 replays events whose records
+may already be written: duplicates, never loss.
+
+So at-least-once runs the same staging, producer and batching as exactly-once,
+and the two differ by the transactions alone. Records sent outside any event
+(a timer, a web view) go straight to Faust's producer; a table write outside
+an event waits for the next commit.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
+from aiokafka.structs import RecordMetadata
+from confluent_kafka import KafkaException, Producer
 from faust.streams import current_event
 from faust.types import TP
 from faust.types.tuples import FutureMessage
 
-from faust_eos.errors import OutputNotWritten
+from faust_eos.produce import CallThread, produce_all, release
 from faust_eos.staging import (
     UNBOUND,
+    CommitFuture,
     Source,
     SourceTP,
     StagedRecord,
     Staging,
+    future_resolver,
     last_write_per_key,
     resolve,
-    staged_from_future,
+    staged_record,
 )
 from faust_eos.table_state import TableState
 
 log = logging.getLogger(__name__)
 
+#: longest a producer call may take: librdkafka gives up on it after this
+CALL_TIMEOUT_S = 10.0
 
-class HeldChangelogs:
-    """Changelog records waiting for their input offsets to commit, outside transactions."""
 
-    def __init__(self, tables: TableState, producer: Any) -> None:
+class PlainProducer:
+    """An idempotent confluent-kafka producer on a thread of its own, producing batches of staged records."""
+
+    def __init__(self, config: dict[str, Any], *, timeout_s: float = CALL_TIMEOUT_S,
+                 producer_factory: Callable[[dict[str, Any]], Producer] = Producer) -> None:
+        self._config = config
+        self._timeout_s = timeout_s
+        self._factory = producer_factory
+        self._producer = producer_factory(config)
+        self._thread = CallThread("eos-at-least-once")
+
+    async def deliver(self, records: Sequence[StagedRecord]) -> list[RecordMetadata]:
+        """Produce ``records``; their metadata once each is acknowledged. Raises :class:`KafkaException`."""
+        return await asyncio.wrap_future(self._thread.submit(self._deliver, records))
+
+    def _deliver(self, records: Sequence[StagedRecord]) -> list[RecordMetadata]:
+        try:
+            return produce_all(self._producer, records, self._timeout_s, lambda step: None)
+        except KafkaException as exc:
+            if exc.args[0].fatal():  # an idempotent producer that lost its sequence cannot go on: a fresh one
+                log.warning("The at-least-once producer failed for good (%s); starting a new one", exc.args[0].str())
+                self._producer = self._factory(self._config)
+            raise
+
+    def close(self) -> None:
+        """Drop the producer, on its own thread after any call still running there."""
+        self._thread.submit(release, self._producer)
+        del self._producer
+        self._thread.close()
+
+
+class HeldSends:
+    """An event's records, held until its offset commits, then produced in one batch with the others."""
+
+    def __init__(self, tables: TableState, producer: Any, on_full: Callable[[], None], max_held: int) -> None:
         self.tables = tables
         self.staging = Staging()
         self._producer = producer
-        self._output_failure: Optional[BaseException] = None
+        self._on_full = on_full  # starts a commit before the interval ends
+        self._max_held = max_held
+        self.started = True  # the same readiness question as the transaction manager's
 
-    def output_failed(self, exc: BaseException) -> None:
-        """An output record's send failed (Faust's flush does not say so): no offset may commit any more."""
-        if self._output_failure is None:
-            log.error("An output record could not be written (%r): the worker stops at its next commit, "
-                      "and its events since the last commit are processed again", exc)
-            self._output_failure = exc
+    async def send(self, topic: str, key: Optional[bytes], value: Optional[bytes], partition: Optional[int],
+                   timestamp: Optional[float], headers: Any) -> CommitFuture:
+        """Hold a record sent inside an event; the future resolves once it is acknowledged, at the commit."""
+        future = CommitFuture(loop=asyncio.get_running_loop())
+        self.stage(topic, key, value, partition, timestamp, headers, future.set_result)
+        return future
 
-    def hold(self, fut: FutureMessage) -> None:
-        """Stage a table's changelog record with the event that wrote it (outside events: its own partition)."""
+    def stage_future_message(self, fut: FutureMessage) -> None:
+        """Hold a record from ``Topic.send_soon`` (e.g. a table changelog write)."""
         message = fut.message
+        self.stage(message.channel.get_topic_name(), message.key, message.value, message.partition,
+                   message.timestamp, message.headers, future_resolver(fut))
+
+    def stage(self, topic: str, key: Optional[bytes], value: Optional[bytes], partition: Optional[int],
+              timestamp: Optional[float], headers: Any,
+              committed: Optional[Callable[[RecordMetadata], None]]) -> None:
+        """Hold a record with the event being processed (outside events: a table write, till the next commit)."""
         event = current_event()
         if event is not None:
             source = Source(event.message.topic, event.message.partition, event.message.offset)
         else:
-            source = Source(message.channel.get_topic_name(), message.partition, UNBOUND)
-        record = staged_from_future(fut, source.offset)
+            source = Source(topic, partition, UNBOUND)
+        record = staged_record(topic, key, value, partition, timestamp, headers, source.offset, committed)
         self.staging.add(source, record)
-        self.tables.hold(record)
+        if topic in self.tables.changelog_topics:
+            self.tables.hold(record)
+        if len(self.staging) >= self._max_held:
+            self._on_full()
 
     async def write_up_to(self, offsets: Mapping[TP, int]) -> None:
-        """Send, acknowledge and store the records of events below ``offsets``, and any written outside events.
+        """Produce and store the records of events below ``offsets``, and any table writes made outside events.
 
         Raises what the producer raises; the records are then held again, for the next commit.
-        Raises :class:`OutputNotWritten` if an output record failed since start: committing would
-        lose its event, so the worker stops instead and the events since the last commit replay.
         """
-        if self._output_failure is not None:
-            raise OutputNotWritten(f"an output record could not be written: {self._output_failure!r}")
+        # 1. The records of the events being committed; a table key's last write only.
         taken: list[tuple[SourceTP, list[StagedRecord]]] = []
         for tp, offset in offsets.items():
             source = SourceTP(tp.topic, tp.partition)
@@ -83,24 +142,24 @@ class HeldChangelogs:
         if not records:
             return
         to_send, replaced = last_write_per_key(records, self.tables.changelog_topics)
+        # 2. All of them acknowledged, or all held again.
         try:
-            futures = [
-                await self._producer.send(r.topic, r.key, r.value, r.partition,
-                                          r.timestamp_ms / 1000 if r.timestamp_ms else None, r.headers)
-                for r in to_send
-            ]
-            metadata = await asyncio.gather(*futures)
+            metadata = await self._producer.deliver(to_send)
         except BaseException:
             for source, partition_records in taken:
                 self.staging.put_back(source, partition_records)
             raise
+        # 3. Local state, then the senders; the caller commits the offsets next.
         self.tables.committed(to_send, metadata)
         resolve(to_send, replaced, metadata)
 
-    def drop(self, tps: Any) -> None:
+    def drop(self, tps: Iterable[TP]) -> None:
         """Forget the held records of revoked input partitions: their events will be processed again."""
         for tp in tps:
             dropped = self.staging.discard(SourceTP(tp.topic, tp.partition))
             if dropped:
                 self.tables.dropped(dropped)
-                log.info("Dropped %d unwritten table writes of %s[%d]", len(dropped), tp.topic, tp.partition)
+                log.info("Dropped %d unwritten records of %s[%d]", len(dropped), tp.topic, tp.partition)
+
+    def close(self) -> None:
+        self._producer.close()

@@ -9,21 +9,26 @@ batch at a time, input batches for agents that take them whole
 """
 from __future__ import annotations
 
+import contextvars
 import logging
-from typing import Any, AsyncIterator, Iterable, Mapping, Optional, Set
+from typing import Any, AsyncIterator, Iterable, Mapping, Optional, Set, Union
 
 from aiokafka.errors import KafkaError as AioKafkaError
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import KafkaException
+from faust.streams import current_event
 from faust.tables.recovery import RebalanceAgain
 from faust.types import TP
 
 from faust_eos import faust_internals
-from faust_eos.at_least_once import HeldChangelogs
+from faust_eos.at_least_once import HeldSends, PlainProducer
 from faust_eos.batches import Batch, batch_records, batched_topics
 from faust_eos.delivery import Delivery
+from faust_eos.errors import LocalStateNotWritten
 from faust_eos.faust_internals import ConsumerHooks
+from faust_eos.manager import TransactionManager, max_uncommitted_records
 from faust_eos.offsets import CommittedOffsets, bootstrap_servers
+from faust_eos.produce import producer_config
 from faust_eos.store import Store
 from faust_eos.table_state import TableState
 
@@ -45,7 +50,8 @@ class Consumer(ConsumerHooks):
         #: input partitions whose offsets really committed since start: one per transaction
         #: under exactly_once, one per partition of an offset commit the group accepted otherwise
         self.partitions_committed = 0
-        self._held_changelogs: Optional[HeldChangelogs] = None
+        self._held_sends: Optional[HeldSends] = None
+        self._early_commit: Optional[Any] = None  # the task of a commit started before the interval ends
         self._offsets_reader: Optional[CommittedOffsets] = None  # at-least-once's; exactly-once reads through its transactions
         #: changelog topic -> the store applying its fetched batches whole (see _condensed)
         self._batch_restoring_stores: Optional[dict[str, Store]] = None
@@ -53,24 +59,53 @@ class Consumer(ConsumerHooks):
         self._batched_topics: dict[str, Optional[int]] = {}
 
     @property
-    def held_changelogs(self) -> HeldChangelogs:
-        """Under at-least-once: the table writes waiting for their events' offsets to commit."""
-        if self._held_changelogs is None:
+    def held_sends(self) -> HeldSends:
+        """Under at-least-once: the records of events waiting for their offsets to commit."""
+        if self._held_sends is None:  # first asked inside an event: every table is declared by then
             tables = TableState(self.app.tables.values(), other_stores_allowed=True)
-            self._held_changelogs = HeldChangelogs(tables, self.app.producer)
-        return self._held_changelogs
+            broker = self.app.conf.broker
+            self._held_sends = HeldSends(tables, PlainProducer(producer_config(broker)), self.commit_early,
+                                         max_uncommitted_records(broker))
+        return self._held_sends
+
+    def staging_for_sends(self) -> Optional[Union[TransactionManager, HeldSends]]:
+        """Where a record sent now is staged; None if it takes Faust's path.
+
+        Under exactly_once the transaction manager, once it runs; under
+        at_least_once the held sends, inside an event.
+        """
+        if self.in_transaction:
+            return self.transactions if self.transactions.started else None
+        return self.held_sends if current_event() is not None else None
+
+    def commit_early(self) -> None:
+        """Start a commit before the interval ends: the records waiting for their commit reached the limit."""
+        if self._early_commit is None:
+            # in a context of its own: the commit is no part of the event being processed
+            self._early_commit = self.loop.create_task(self._commit_early(), context=contextvars.Context())
+
+    async def _commit_early(self) -> None:
+        try:
+            await self.commit()
+        except LocalStateNotWritten as exc:
+            await self.crash(exc)  # the worker stops, as when a timer commit raises it
+        except Exception:
+            log.exception("An early commit failed; the next interval commits")
+        finally:
+            self._early_commit = None
 
     def count_committed(self, partitions: int) -> None:
         """Count commits that succeeded; Faust records offsets as committed even when a commit fails."""
         self.partitions_committed += partitions
 
     async def commit_to_group(self, offsets: Mapping[TP, int]) -> bool:
-        # At-least-once: Faust has flushed the outputs; the table writes of the same events go next.
+        # At-least-once: the events' records are acknowledged before their offsets commit.
         if not self.in_transaction:
             try:
-                await self.held_changelogs.write_up_to(offsets)
-            except AioKafkaError as exc:
-                log.warning("Table writes did not reach their changelogs, offsets not committed: %s", exc)
+                await self.held_sends.write_up_to(offsets)
+            except KafkaException as exc:
+                log.warning("The records of the events being committed were not all written, offsets not "
+                            "committed; the next commit writes them again: %s", exc)
                 return False
         accepted = await super().commit_to_group(offsets)
         if accepted:
@@ -94,8 +129,8 @@ class Consumer(ConsumerHooks):
             log.info("Handing over partitions; committed offsets: %s",
                      _offsets_text(faust_internals.committed_offsets(self)))
         self.delivery.close()  # nothing more is handed out or committed until the next positioning
-        if not self.in_transaction:
-            self.held_changelogs.drop(revoked)
+        if self._held_sends is not None:
+            self._held_sends.drop(revoked)
         await super().on_partitions_revoked(revoked)
 
     async def fetch_batch(self, active_partitions: Optional[Set[TP]], timeout: float) -> Mapping[TP, list]:
@@ -324,6 +359,8 @@ class Consumer(ConsumerHooks):
 
     async def on_stop(self) -> None:
         await super().on_stop()
+        if self._held_sends is not None:
+            self._held_sends.close()
         if self._offsets_reader is not None:
             # close() waits for a read still running to give up: off the event loop
             await self.loop.run_in_executor(None, self._offsets_reader.close)

@@ -1,4 +1,4 @@
-"""What faust-eos raises when an app uses exactly-once in a way it cannot honour."""
+"""What faust-eos raises when an app uses it in a way it cannot honour."""
 from __future__ import annotations
 
 
@@ -12,10 +12,6 @@ class StoreRefused(RuntimeError):
 
 class SettingRefused(RuntimeError):
     """A Faust setting would let records bypass the transactions."""
-
-
-class OutputNotWritten(RuntimeError):
-    """Under at-least-once, an output record could not be written: its event's offset must not commit."""
 
 
 class LocalStateNotWritten(RuntimeError):
@@ -33,6 +29,6 @@ class MissingTopic(RuntimeError):
 def wait_inside_event_refused() -> SendNotCommittable:
     return SendNotCommittable(
         "waiting for a record sent while an agent processes an event (send_and_wait, or awaiting send()'s "
-        "future) would wait for the commit that waits for that event to finish: under exactly_once send() "
-        "and go on; its future resolves when the transaction commits"
+        "future) would wait for the commit that waits for that event to finish: send() and go on; its "
+        "future resolves when the event's commit makes the record durable"
     )

@@ -8,7 +8,6 @@ Partitions are claimed here when assigned, which fences their previous owner.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,7 +22,6 @@ from faust.types.tuples import FutureMessage, RecordMetadata
 
 from faust_eos.commit import PartitionCommits
 from faust_eos.errors import (
-    LocalStateNotWritten,
     MissingTopic,
     SendNotCommittable,
     SettingRefused,
@@ -32,7 +30,8 @@ from faust_eos.errors import (
 )
 from faust_eos.offsets import ChangelogBounds, CommittedOffsets, bootstrap_servers
 from faust_eos.outside import OutsideEventSends, outside_transactional_id, worker_id
-from faust_eos.staging import UNBOUND, Source, SourceTP, Staging, future_resolver, staged_record
+from faust_eos.produce import producer_config
+from faust_eos.staging import UNBOUND, CommitFuture, Source, SourceTP, Staging, future_resolver, staged_record
 from faust_eos.table_state import TableState
 from faust_eos.transaction import PartitionTransaction, TransactionStuck, transactional_id
 
@@ -40,26 +39,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 DEFAULT_MAX_UNCOMMITTED_RECORDS = 100_000
-
-
-class CommitFuture(asyncio.Future):
-    """Resolves with a record's metadata once its transaction commits.
-
-    Awaited while the agent still processes the event that sent the record, it
-    would wait for ever (the commit waits for that event to finish): that raises
-    :class:`SendNotCommittable` instead.
-    """
-
-    def __init__(self, *, loop: asyncio.AbstractEventLoop, sent_in: Any) -> None:
-        super().__init__(loop=loop)
-        self._sent_in = sent_in
-
-    def __await__(self) -> Any:
-        if not self.done() and self._sent_in is not None and current_event() is self._sent_in:
-            raise wait_inside_event_refused()
-        return super().__await__()
-
-    __iter__ = __await__
 
 
 class TransactionManager(FaustTransactionManager):
@@ -80,7 +59,6 @@ class TransactionManager(FaustTransactionManager):
         self._transaction_timeout_ms = transaction_timeout_ms(self.app.conf.broker)
         #: staged records at which a commit starts early, so memory stays bounded
         self._max_uncommitted = max_uncommitted_records(self.app.conf.broker)
-        self._early_commit: Optional[asyncio.Future] = None
         self.outside = OutsideEventSends(self._new_outside_transaction)
         # changelog partition -> the input partition whose events write it
         self._changelog_sources: dict[tuple[str, int], SourceTP] = {}
@@ -121,12 +99,8 @@ class TransactionManager(FaustTransactionManager):
         transactional_id: Optional[str] = None,
     ) -> Awaitable[RecordMetadata]:
         """Stage a record; the returned future resolves when its transaction commits."""
-        future = CommitFuture(loop=self.loop, sent_in=current_event())
-
-        def committed(metadata: RecordMetadata) -> None:
-            future.set_result(metadata)
-
-        self.stage(topic, key, value, partition, timestamp, headers, committed)
+        future = CommitFuture(loop=self.loop)
+        self.stage(topic, key, value, partition, timestamp, headers, future.set_result)
         return future
 
     async def send_and_wait(
@@ -179,20 +153,8 @@ class TransactionManager(FaustTransactionManager):
         self.staging.add(source, record)
         if changelog is not None:
             self.tables.hold(record)
-        if len(self.staging) >= self._max_uncommitted and self._early_commit is None:
-            # in a context of its own: the commit is no part of the event being processed
-            self._early_commit = self.loop.create_task(self._commit_early(), context=contextvars.Context())
-
-    async def _commit_early(self) -> None:
-        """Commit before the interval ends: the records waiting for their transactions reached the limit."""
-        try:
-            await self.consumer.commit()
-        except LocalStateNotWritten as exc:
-            await self.consumer.crash(exc)  # the worker stops, as when a timer commit raises it
-        except Exception:
-            log.exception("An early commit (%d records staged) failed; the next interval commits", len(self.staging))
-        finally:
-            self._early_commit = None
+        if len(self.staging) >= self._max_uncommitted:
+            self.consumer.commit_early()
 
     def _note_changelog_source(self, changelog: tuple[str, int], source: SourceTP) -> None:
         """Remember which input partition writes a table partition; refuse a second one.
@@ -409,7 +371,8 @@ class TransactionManager(FaustTransactionManager):
         return PartitionTransaction(
             tp,
             transactional_id=txn_id,
-            producer_config=self._producer_config(),
+            producer_config={**producer_config(self.app.conf.broker),
+                             "transaction.timeout.ms": self._transaction_timeout_ms},
             group=self._group,
             call_timeout_s=min(10.0, self._transaction_timeout_ms / 1000 / 3),
         )
@@ -417,17 +380,6 @@ class TransactionManager(FaustTransactionManager):
     def _new_outside_transaction(self) -> PartitionTransaction:
         worker = worker_id(Path(self.app.conf.datadir))
         return self._new_transaction(None, outside_transactional_id(self.app.conf.id, worker))
-
-    def _producer_config(self) -> dict[str, Any]:
-        return {
-            "bootstrap.servers": bootstrap_servers(self.app.conf.broker),
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 1,
-            "transaction.timeout.ms": self._transaction_timeout_ms,
-            "partitioner": "murmur2_random",  # the Java client's partitioner, as Faust uses
-            "retry.backoff.ms": 20,
-        }
 
     async def _in_thread(self, fn: Any, *args: Any) -> Any:
         return await self.loop.run_in_executor(self._threads, fn, *args)
@@ -441,8 +393,8 @@ def transaction_timeout_ms(broker_urls: Iterable[Any]) -> int:
 
 
 def max_uncommitted_records(broker_urls: Iterable[Any]) -> int:
-    """``eos://...?max_uncommitted_records=50000``: how many records (outputs and table writes)
-    may wait for their transactions before a commit starts early."""
+    """``eos://...?max_uncommitted_records=50000``: how many records (outputs and table writes) may
+    wait for their commit (a transaction; under at-least-once, an offset commit) before one starts early."""
     return _broker_url_option(broker_urls, "max_uncommitted_records", DEFAULT_MAX_UNCOMMITTED_RECORDS,
                               "a count of records, e.g. 100000")
 

@@ -9,12 +9,16 @@ of their effects and nothing else.
 """
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, Container, Deque, Iterable, NamedTuple, Optional, Sequence
 
 from aiokafka.structs import RecordMetadata
+from faust.streams import current_event
+
+from faust_eos.errors import wait_inside_event_refused
 
 #: source offset of a record no input event caused (a table write outside an event,
 #: such as a window's expiry): it commits in its partition's next transaction
@@ -176,3 +180,23 @@ def staged_from_future(fut: Any, source_offset: int) -> StagedRecord:
     message = fut.message
     return staged_record(message.channel.get_topic_name(), message.key, message.value, message.partition,
                          message.timestamp, message.headers, source_offset, future_resolver(fut))
+
+
+class CommitFuture(asyncio.Future):
+    """Resolves with a staged record's metadata once the commit of its event makes it durable.
+
+    Awaited while the agent still processes the event that sent the record, it
+    would wait for ever (the commit waits for that event to finish): that raises
+    :class:`~faust_eos.errors.SendNotCommittable` instead.
+    """
+
+    def __init__(self, *, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop=loop)
+        self._sent_in = current_event()
+
+    def __await__(self) -> Any:
+        if not self.done() and self._sent_in is not None and current_event() is self._sent_in:
+            raise wait_inside_event_refused()
+        return super().__await__()
+
+    __iter__ = __await__

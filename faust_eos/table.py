@@ -4,19 +4,18 @@ A read through Faust's table asks the store twice (whether the key is there,
 then its value), encoding the key each time and decoding the value; a write
 goes through the changelog topic's ``send_soon``, a future of its own and the
 producer before it is staged, and the store then encodes key and value again.
-Inside an event, under exactly-once, on the ``eos-rocksdb://`` store, this
-table does each once:
+Inside an event, on the ``eos-rocksdb://`` store, this table does each once:
 
 * a read encodes the key (remembered for str and bytes keys) and asks the
   store once; each read decodes a value of its own, as Faust's table does, so
   a value changed in place but not written back changes nothing;
-* a write encodes key and value once and stages the changelog record with the
-  transaction manager at once (the partition, and the check that the input
-  topic has as many partitions as the changelog, are Faust's own).
+* a write encodes key and value once and stages the changelog record at once
+  with its event, under either guarantee (the partition, and the check that
+  the input topic has as many partitions as the changelog, are Faust's own).
 
 Faust's table sensors still see every read, write and delete. Outside events,
-under at-least-once, on another store, for windowed tables and for tables with
-their own ``schema``, everything takes Faust's path.
+on another store, for windowed tables and for tables with their own
+``schema``, everything takes Faust's path.
 """
 from __future__ import annotations
 
@@ -37,12 +36,12 @@ class Table(faust.Table):
         if event is None or self.window is not None:  # a table may be windowed after its first use
             return None
         short = self.__dict__.get("_short_path")
-        if short is None:  # decided once the worker runs: the store and the guarantee are known by then
+        if short is None:  # decided once the worker runs: the store is known by then
             short = self.__dict__["_short_path"] = (
-                self.app.in_transaction and isinstance(self.data, Store) and self.schema is None
-                and not self.use_partitioner and not self.is_global
+                isinstance(self.data, Store) and self.schema is None and not self.use_partitioner
+                and not self.is_global
             )
-        if not short or not self.app.consumer.transactions.started:
+        if not short or self.app.consumer.staging_for_sends() is None:
             return None
         return event.message.partition
 
@@ -87,7 +86,7 @@ class Table(faust.Table):
 
     def _stage(self, key: Any, raw_value: Optional[bytes]) -> None:
         """Stage the changelog record of a write (``raw_value`` None: a delete) with the event being processed."""
-        self.app.consumer.transactions.stage(
+        self.app.consumer.staging_for_sends().stage(
             self.changelog_topic.get_topic_name(), self.data.raw_key(key), raw_value, self.partition_for_key(key),
             None, None, None,
         )

@@ -4,10 +4,12 @@ A send through Faust's topic awaits the app's producer through a guard
 against concurrent starts, which yields to the event loop three times per
 send even once the producer runs, and wraps the record in a future of its
 own before the producer sees it. Inside a batch (:mod:`faust_eos.batches`)
-that is most of what a send costs. Under exactly-once this topic encodes the
-record as Faust would and stages it with the transaction manager at once;
-Faust's send sensors still see each send. Until the transaction manager runs,
-and under at-least-once, sends take Faust's path.
+that is most of what a send costs. This topic encodes the record as Faust
+would and stages it at once where it commits: with the transaction manager
+under exactly-once, with its event's held records under at-least-once
+(:mod:`faust_eos.at_least_once`). Faust's send sensors still see each send.
+Until the transaction manager runs, sends with a ``callback``, and sends
+outside events under at-least-once take Faust's path.
 
 A topic with the :class:`~faust_eos.batches.Batches` schema buffers, unless
 built with its own ``maxsize``, as many records for its agents as Faust buffers
@@ -56,27 +58,27 @@ class Topic(TopicHooks):
         callback: Optional[MessageSentCallback] = None,
         force: bool = False,
     ) -> Awaitable[RecordMetadata]:
-        """Send as Faust does; under exactly-once (no ``callback``), staged with the transactions directly."""
+        """Send as Faust does; with no ``callback``, staged directly where the record commits."""
         app = self.app
-        if callback is not None or not app.in_transaction or not app.consumer.transactions.started:
+        staging = app.consumer.staging_for_sends() if callback is None and app.in_worker else None
+        if staging is None:
             return await super().send(key=key, value=value, partition=partition, timestamp=timestamp,
                                       headers=headers, schema=schema, key_serializer=key_serializer,
                                       value_serializer=value_serializer, callback=callback, force=force)
-        transactions = app.consumer.transactions
         open_headers = self.prepare_headers(headers)
         raw_key, open_headers = self.prepare_key(key, key_serializer, schema, open_headers)
         raw_value, open_headers = self.prepare_value(value, value_serializer, schema, open_headers)
         topic = self.get_topic_name()
         sensors = app.sensors
         state = sensors.on_send_initiated(
-            transactions, topic,
+            staging, topic,
             message=PendingMessage(self, raw_key, raw_value, key_serializer=key_serializer,
                                    value_serializer=value_serializer, partition=partition, timestamp=timestamp,
                                    headers=open_headers, callback=None, topic=topic, offset=None),
             keysize=len(raw_key) if raw_key else 0, valsize=len(raw_value) if raw_value else 0,
         )
-        committed = await transactions.send(topic, raw_key, raw_value, partition, timestamp, open_headers)
-        committed.add_done_callback(lambda done: _report(sensors, transactions, state, done))
+        committed = await staging.send(topic, raw_key, raw_value, partition, timestamp, open_headers)
+        committed.add_done_callback(lambda done: _report(sensors, staging, state, done))
         return committed
 
 

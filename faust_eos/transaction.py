@@ -33,16 +33,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import queue
-import threading
 import time
-from concurrent.futures import Future
 from typing import Any, Callable, Optional, Sequence
 
-from aiokafka.structs import RecordMetadata, TopicPartition as AioTopicPartition
-from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
+from aiokafka.structs import RecordMetadata
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from faust_eos import metrics
+from faust_eos.produce import CallThread, produce_all, release
 from faust_eos.staging import SourceTP, StagedRecord
 
 log = logging.getLogger(__name__)
@@ -69,8 +67,6 @@ class TransactionStuck(Exception):
 
 #: time a step may take beyond its librdkafka call's own timeout (Python's own work, the thread's turn)
 DEADLINE_GRACE_S = 5.0
-#: longest wait for deliveries to drain a full local produce queue, per poll
-BACKPRESSURE_POLL_S = 0.05
 
 
 def transactional_id(app_id: str, tp: SourceTP) -> str:
@@ -146,44 +142,12 @@ class PartitionTransaction:
         self._producer.init_transactions(self._timeout_s)
 
     def _commit(self, records: Sequence[StagedRecord], offset: Optional[int]) -> list[RecordMetadata]:
-        delivered: list[RecordMetadata | None] = [None] * len(records)
-        errors: list[KafkaError] = []
-
-        def on_delivery(index: int):
-            def report(err: KafkaError | None, msg: Message) -> None:
-                if err is not None:
-                    errors.append(err)
-                else:
-                    delivered[index] = _metadata(msg)
-
-            return report
-
         producer = self._producer
         try:
             self._begin_step("begin_transaction")
             producer.begin_transaction()
             metrics.transactions_begun.inc()
-            self._begin_step("produce")
-            drained_by = time.monotonic() + self._timeout_s  # back-pressure: one bounded wait per commit
-            for index, record in enumerate(records):
-                kwargs: dict[str, Any] = {"key": record.key, "value": record.value, "on_delivery": on_delivery(index)}
-                if record.partition is not None:
-                    kwargs["partition"] = record.partition
-                if record.timestamp_ms is not None:
-                    kwargs["timestamp"] = record.timestamp_ms
-                if record.headers:
-                    kwargs["headers"] = list(record.headers)
-                self._produce(record.topic, kwargs, drained_by)
-            self._begin_step("flush")
-            producer.flush(self._timeout_s)
-            if errors:
-                raise KafkaException(errors[0])
-            undelivered = sum(1 for md in delivered if md is None)
-            if undelivered:
-                raise KafkaException(
-                    KafkaError(KafkaError._TIMED_OUT, f"{undelivered} records undelivered after a {self._timeout_s} s "
-                                                      f"flush (delivered: {_offsets_text(delivered)})")
-                )
+            delivered = produce_all(producer, records, self._timeout_s, self._begin_step)
             if offset is not None:
                 offsets = [TopicPartition(self.tp.topic, self.tp.partition, offset)]
                 self._begin_step("send_offsets_to_transaction")
@@ -192,23 +156,7 @@ class PartitionTransaction:
             metrics.transactions_committed.inc()
         except KafkaException as exc:
             self._fail(exc)
-        return delivered  # type: ignore[return-value]
-
-    def _produce(self, topic: str, kwargs: dict[str, Any], drained_by: float) -> None:
-        while True:
-            try:
-                self._producer.produce(topic, **kwargs)
-                return
-            except BufferError:  # local queue full: let deliveries drain it
-                remaining_s = drained_by - time.monotonic()
-                if remaining_s <= 0:
-                    raise KafkaException(
-                        KafkaError(
-                            KafkaError._QUEUE_FULL,
-                            f"local produce queue still full after {self._timeout_s} s: deliveries do not drain it",
-                        )
-                    ) from None
-                self._producer.poll(min(BACKPRESSURE_POLL_S, remaining_s))
+        return delivered
 
     def _commit_transaction(self) -> None:
         self._begin_step("commit_transaction")
@@ -251,72 +199,11 @@ class PartitionTransaction:
         The producer is released on its own thread, after any call still
         running there: destroying it can block, and it must not block the loop.
         """
-        self._thread.submit(_release, self._producer)
+        self._thread.submit(release, self._producer)
         del self._producer
         self._thread.close()
-
-
-def _release(producer: Producer) -> None:
-    """Runs on the producer's thread; the last reference goes when this returns."""
-
-
-class CallThread:
-    """A daemon thread running calls one at a time, in order.
-
-    Daemon, unlike an executor's threads: a call stuck inside librdkafka must
-    not keep the worker process from exiting.
-    """
-
-    def __init__(self, name: str) -> None:
-        self._calls: queue.SimpleQueue[Optional[tuple[Future, Callable[..., Any], tuple]]] = queue.SimpleQueue()
-        threading.Thread(target=self._serve, name=name, daemon=True).start()
-
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
-        future: Future = Future()
-        self._calls.put((future, fn, args))
-        return future
-
-    def close(self) -> None:
-        """Stop after the calls already submitted."""
-        self._calls.put(None)
-
-    def _serve(self) -> None:
-        while (call := self._calls.get()) is not None:
-            future, fn, args = call
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(fn(*args))
-                except BaseException as exc:  # handed to the caller
-                    future.set_exception(exc)
-            del call, future, fn, args  # drop references (the producer's, at close) on this thread
 
 
 def _commit_goes_on(error: KafkaError) -> bool:
     """Whether a failed commit_transaction is still running in the background (a timeout)."""
     return error.retriable() and not error.txn_requires_abort() and not error.fatal()
-
-
-def _offsets_text(delivered: Sequence[Optional[RecordMetadata]]) -> str:
-    """Where the delivered records of a transaction landed, per partition: ``topic[p]@first-last``."""
-    spans: dict[tuple[str, int], list[int]] = {}
-    for md in delivered:
-        if md is not None:
-            span = spans.setdefault((md.topic, md.partition), [md.offset, md.offset])
-            span[0], span[1] = min(span[0], md.offset), max(span[1], md.offset)
-    return ", ".join(
-        f"{topic}[{partition}]@{first}-{last}" for (topic, partition), (first, last) in sorted(spans.items())
-    ) or "none"
-
-
-def _metadata(msg: Message) -> RecordMetadata:
-    tp = AioTopicPartition(msg.topic(), msg.partition())
-    timestamp_type, timestamp = msg.timestamp()
-    return RecordMetadata(
-        topic=msg.topic(),
-        partition=msg.partition(),
-        topic_partition=tp,
-        offset=msg.offset(),
-        timestamp=timestamp,
-        timestamp_type=timestamp_type,
-        log_start_offset=None,
-    )

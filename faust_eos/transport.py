@@ -26,13 +26,15 @@ memory until its transaction commits, then store it with the changelog offset
 it brings the table to, so local state never holds an effect that did not
 commit and a restore reads only the changelog past that offset, up to its last
 committed record (:meth:`faust_eos.offsets.CommittedOffsets.restore_ends`).
-Under at-least-once the same tables write their changelogs only after their
-events' outputs (:mod:`faust_eos.at_least_once`).
+Under at-least-once the same staging holds an event's records until its
+offset commits, and one producer writes them without a transaction
+(:mod:`faust_eos.at_least_once`).
 """
 from __future__ import annotations
 
 from typing import Any, Awaitable, Optional
 
+from faust.streams import current_event
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types.tuples import FutureMessage, RecordMetadata
 
@@ -41,18 +43,22 @@ from faust_eos.manager import TransactionManager
 
 
 class Producer(faust_aiokafka.Producer):
-    """Faust's producer; under exactly-once every send goes through the transactions.
+    """Faust's producer; every record an event sends is staged with that event, under both guarantees.
 
     Faust's topics already send through the transaction manager under
-    exactly-once; this covers the rest: buffered sends (table changelog writes)
-    and code that calls ``app.producer`` itself.
+    exactly-once; this covers the rest: buffered sends (table changelog writes),
+    code that calls ``app.producer`` itself, and at-least-once, where the
+    records are held until their event's offset commits (:mod:`faust_eos.at_least_once`).
+    Outside events under at-least-once, a record goes out at once, Faust's way
+    (a table changelog write waits for the next commit).
     """
 
     def send_soon(self, fut: FutureMessage) -> None:
+        consumer = self.app.consumer
         if self.app.in_transaction:
-            self.app.consumer.transactions.stage_future_message(fut)
-        elif fut.message.channel.get_topic_name() in self.app.consumer.held_changelogs.tables.changelog_topics:
-            self.app.consumer.held_changelogs.hold(fut)
+            consumer.transactions.stage_future_message(fut)
+        elif current_event() is not None or fut.message.channel.get_topic_name() in self.app.tables.changelog_topics:
+            consumer.held_sends.stage_future_message(fut)
         else:
             super().send_soon(fut)
 
@@ -60,14 +66,10 @@ class Producer(faust_aiokafka.Producer):
                    headers: Any, *, transactional_id: Optional[str] = None) -> Awaitable[RecordMetadata]:
         if self.app.in_transaction:
             return await self.app.consumer.transactions.send(topic, key, value, partition, timestamp, headers)
-        sent = await super().send(topic, key, value, partition, timestamp, headers,
+        if current_event() is not None:
+            return await self.app.consumer.held_sends.send(topic, key, value, partition, timestamp, headers)
+        return await super().send(topic, key, value, partition, timestamp, headers,
                                   transactional_id=transactional_id)
-        sent.add_done_callback(self._note_failed_output)
-        return sent
-
-    def _note_failed_output(self, sent: Any) -> None:
-        if not sent.cancelled() and sent.exception() is not None:
-            self.app.consumer.held_changelogs.output_failed(sent.exception())
 
     async def send_and_wait(self, topic: str, key: Any, value: Any, partition: Optional[int],
                             timestamp: Optional[float], headers: Any, *,

@@ -1,4 +1,4 @@
-"""Tables under at-least-once: a table write reaches its changelog only with its event's commit, after the outputs."""
+"""At-least-once: an event's records wait for its offset's commit, then are written in one batch, before it."""
 from __future__ import annotations
 
 import asyncio
@@ -6,30 +6,31 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from faust.types import TP
 
-from faust_eos.at_least_once import HeldChangelogs
-from faust_eos.errors import OutputNotWritten
+from faust_eos.at_least_once import HeldSends, PlainProducer
 from faust_eos.staging import Source, SourceTP, staged_record
+from tests.unit.fakes import FakeProducer, error
 
 CHANGELOG = "app-counts-changelog"
+OUTPUT = "app-updates"
 PAYMENTS = TP("payments", 0)
 
 
-class FakeProducer:
-    """Acknowledges each send with its position in the order sent, or fails as told."""
+class FakeDelivery:
+    """Acknowledges each record with its position in the order delivered, or fails as told."""
 
     def __init__(self, failure: Exception | None = None) -> None:
-        self.sent: list[bytes] = []
+        self.delivered: list[bytes] = []
         self.failure = failure
 
-    async def send(self, topic, key, value, partition, timestamp, headers) -> Any:
+    async def deliver(self, records) -> list[Any]:
         if self.failure is not None:
             raise self.failure
-        self.sent.append(value)
-        future = asyncio.get_running_loop().create_future()
-        future.set_result(SimpleNamespace(offset=len(self.sent) - 1))
-        return future
+        start = len(self.delivered)
+        self.delivered += [record.value for record in records]
+        return [SimpleNamespace(offset=start + i) for i in range(len(records))]
 
 
 class FakeTables:
@@ -44,51 +45,81 @@ class FakeTables:
         self.held.append(record.value)
 
     def committed(self, records, metadata) -> None:
-        self.stored += [(r.value, md.offset) for r, md in zip(records, metadata)]
+        self.stored += [(r.value, md.offset) for r, md in zip(records, metadata) if r.topic == CHANGELOG]
 
     def dropped(self, records) -> None:
         self.released += [r.value for r in records]
 
 
-def held(producer: FakeProducer) -> tuple[HeldChangelogs, FakeTables]:
+def held(delivery: FakeDelivery, max_held: int = 100, on_full=lambda: None) -> tuple[HeldSends, FakeTables, list]:
+    """Held records of four events: table writes of keys k and j, and one output per event."""
     tables = FakeTables()
-    changelogs = HeldChangelogs(tables, producer)
+    sends = HeldSends(tables, delivery, on_full, max_held)
+    resolved: list[tuple[bytes, int]] = []
     for offset, key, value in [(1, b"k", b"k=1"), (2, b"j", b"j=1"), (3, b"k", b"k=2"), (7, b"k", b"k=3")]:
-        record = staged_record(CHANGELOG, key, value, 0, None, None, offset)
-        changelogs.staging.add(Source(PAYMENTS.topic, PAYMENTS.partition, offset), record)
-    return changelogs, tables
+        source = Source(PAYMENTS.topic, PAYMENTS.partition, offset)
+        for record in (staged_record(CHANGELOG, key, value, 0, None, None, offset),
+                       staged_record(OUTPUT, key, b"out-" + value, 0, None, None, offset,
+                                     lambda md, v=value: resolved.append((v, md.offset)))):
+            sends.staging.add(source, record)
+    return sends, tables, resolved
 
 
-def test_a_commit_sends_the_last_write_per_key_of_the_events_it_commits_then_stores_them():
-    producer = FakeProducer()
-    changelogs, tables = held(producer)
-    asyncio.run(changelogs.write_up_to({PAYMENTS: 4}))
-    assert producer.sent == [b"j=1", b"k=2"]
-    assert tables.stored == [(b"j=1", 0), (b"k=2", 1)]
-    assert [r.value for r in changelogs.staging.take(SourceTP("payments", 0), 100)] == [b"k=3"]
+def test_a_commit_writes_the_outputs_and_last_table_write_per_key_of_its_events_then_stores_them():
+    delivery = FakeDelivery()
+    sends, tables, resolved = held(delivery)
+    asyncio.run(sends.write_up_to({PAYMENTS: 4}))
+    assert delivery.delivered == [b"out-k=1", b"j=1", b"out-j=1", b"k=2", b"out-k=2"]
+    assert tables.stored == [(b"j=1", 1), (b"k=2", 3)]
+    assert resolved == [(b"k=1", 0), (b"j=1", 2), (b"k=2", 4)]
+    assert [r.value for r in sends.staging.take(SourceTP("payments", 0), 100)] == [b"k=3", b"out-k=3"]
 
 
-def test_a_changelog_that_cannot_be_written_keeps_the_writes_held_for_the_next_commit():
-    producer = FakeProducer(failure=OSError("broker away"))
-    changelogs, tables = held(producer)
-    with pytest.raises(OSError):
-        asyncio.run(changelogs.write_up_to({PAYMENTS: 4}))
-    assert tables.stored == [] and len(changelogs.staging) == 4
-    producer.failure = None
-    asyncio.run(changelogs.write_up_to({PAYMENTS: 4}))
-    assert tables.stored == [(b"j=1", 0), (b"k=2", 1)]
+def test_records_that_cannot_be_written_stay_held_for_the_next_commit():
+    delivery = FakeDelivery(failure=KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT)))
+    sends, tables, resolved = held(delivery)
+    with pytest.raises(KafkaException):
+        asyncio.run(sends.write_up_to({PAYMENTS: 4}))
+    assert tables.stored == [] and resolved == [] and len(sends.staging) == 8
+    delivery.failure = None
+    asyncio.run(sends.write_up_to({PAYMENTS: 4}))
+    assert tables.stored == [(b"j=1", 1), (b"k=2", 3)] and len(resolved) == 3
 
 
-def test_revoked_partitions_release_their_held_writes():
-    changelogs, tables = held(FakeProducer())
-    changelogs.drop({PAYMENTS})
-    assert sorted(tables.released) == [b"j=1", b"k=1", b"k=2", b"k=3"] and len(changelogs.staging) == 0
+def test_revoked_partitions_release_their_held_records():
+    sends, tables, _ = held(FakeDelivery())
+    sends.drop({PAYMENTS})
+    assert sorted(tables.released) == [b"j=1", b"k=1", b"k=2", b"k=3", b"out-j=1", b"out-k=1", b"out-k=2",
+                                       b"out-k=3"]
+    assert len(sends.staging) == 0
 
 
-def test_after_an_output_failed_no_commit_goes_through():
-    producer = FakeProducer()
-    changelogs, tables = held(producer)
-    changelogs.output_failed(OSError("record too large"))
-    with pytest.raises(OutputNotWritten, match="record too large"):
-        asyncio.run(changelogs.write_up_to({PAYMENTS: 4}))
-    assert producer.sent == [] and tables.stored == []
+def test_holding_as_many_records_as_allowed_asks_for_an_early_commit():
+    asked: list[int] = []
+    sends = HeldSends(FakeTables(), FakeDelivery(), lambda: asked.append(len(sends.staging)), max_held=3)
+    for value in (b"1", b"2", b"3"):
+        sends.stage(CHANGELOG, b"k", value, 0, None, None, None)  # outside an event: a table write
+    assert asked == [3]
+
+
+def test_the_producer_waits_for_every_record_and_gives_their_metadata():
+    made: list[FakeProducer] = []
+    producer = PlainProducer({}, producer_factory=lambda config: made.append(FakeProducer(config)) or made[-1])
+    records = [staged_record(OUTPUT, b"k", b"v1", None, None, None, 1), staged_record(OUTPUT, b"k", b"v2", 2, None,
+                                                                                      None, 2)]
+    metadata = asyncio.run(producer.deliver(records))
+    assert [md.offset for md in metadata] == [0, 1]
+    assert made[0].calls == ["produce", "produce", "flush"]
+    producer.close()
+
+
+def test_a_producer_that_failed_for_good_is_replaced_and_the_commit_fails():
+    made: list[FakeProducer] = []
+    producer = PlainProducer({}, producer_factory=lambda config: made.append(FakeProducer(config)) or made[-1])
+    made[0].failures["produce"] = [error(KafkaError._FATAL, fatal=True)]
+    with pytest.raises(KafkaException):
+        asyncio.run(producer.deliver([staged_record(OUTPUT, b"k", b"v", None, None, None, 1)]))
+    assert len(made) == 2
+    asyncio.run(producer.deliver([staged_record(OUTPUT, b"k", b"v", None, None, None, 1)]))
+    assert made[1].calls == ["produce", "flush"]
+    producer.close()

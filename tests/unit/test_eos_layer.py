@@ -2,16 +2,15 @@
 import asyncio
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import faust
 import pytest
 
 from faust_eos import LocalStateNotWritten, SettingRefused, StoreRefused
+from faust_eos.consumer import Consumer
 from faust_eos.manager import (
     DEFAULT_MAX_UNCOMMITTED_RECORDS,
     DEFAULT_TRANSACTION_TIMEOUT_MS,
-    TransactionManager,
     max_uncommitted_records,
     refuse_settings_that_bypass_transactions,
     transaction_timeout_ms,
@@ -84,11 +83,12 @@ def test_under_exactly_once_every_table_needs_the_store_that_holds_only_committe
 
 
 class CommitFails:
-    """The consumer side of an early commit whose commit raises ``error``."""
+    """A consumer running an early commit whose commit raises ``error``."""
 
     def __init__(self, error: Exception) -> None:
         self.error = error
         self.crashed_with = None
+        self._early_commit = "running"
 
     async def commit(self) -> None:
         raise self.error
@@ -99,9 +99,8 @@ class CommitFails:
 
 def early_commit_with(error: Exception) -> CommitFails:
     consumer = CommitFails(error)
-    manager = SimpleNamespace(consumer=consumer, staging=[], _early_commit="running")
-    asyncio.run(TransactionManager._commit_early(manager))
-    assert manager._early_commit is None
+    asyncio.run(Consumer._commit_early(consumer))
+    assert consumer._early_commit is None
     return consumer
 
 

@@ -61,6 +61,20 @@ def run(tmp_path, scenario, **table_options: Any) -> None:
     asyncio.run(started())
 
 
+def run_at_least_once(tmp_path, scenario) -> None:
+    """``scenario(app, table, held)`` under at_least_once, ``held`` the records waiting for their commit."""
+    async def started() -> None:
+        app = worker_app("at_least_once", Table=faust_eos.Table, store="eos-rocksdb://", tabledir=tmp_path)
+        table = app.Table("totals", value_type=Total, partitions=4)
+        held = app.consumer.held_sends
+        try:
+            await scenario(app, table, held)
+        finally:
+            held.close()
+
+    asyncio.run(started())
+
+
 def committed(transactions: Any, offset: int) -> None:
     """The records staged by events of payments[2] below ``offset`` commit, at changelog offsets from 100."""
     records = transactions.staging.take(SourceTP("payments", 2), up_to_offset=offset)
@@ -100,6 +114,20 @@ def test_a_write_reads_back_before_and_after_its_commit_each_read_a_value_of_its
         assert table.data.partition_db(2).get(table.data.raw_key("m1")) is not None
 
     run(tmp_path, scenario)
+
+
+def test_under_at_least_once_a_write_is_held_with_its_event_and_reads_back_until_and_after_its_commit(tmp_path):
+    async def scenario(app, table, held) -> None:
+        with inside_event(offset=7):
+            table["m1"] = Total("m1", 5)
+            assert table["m1"] == Total("m1", 5)
+        committed(held, offset=8)
+        with inside_event(offset=8):
+            assert table["m1"] == Total("m1", 5)
+        assert table.data.partition_db(2).get(table.data.raw_key("m1")) is not None
+        assert len(held.staging) == 0
+
+    run_at_least_once(tmp_path, scenario)
 
 
 def test_a_value_reads_back_as_its_encoding_decodes_whether_committed_or_not(tmp_path):

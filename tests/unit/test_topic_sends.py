@@ -1,4 +1,4 @@
-"""faust_eos.Topic: under exactly-once a send is encoded as Faust encodes it and staged with its event at once.
+"""faust_eos.Topic: a send is encoded as Faust encodes it and staged with its event at once, under both guarantees.
 
 A worker app's transaction manager, started without a broker (nothing is
 produced); the record's commit is played by calling its staged callback.
@@ -59,6 +59,25 @@ def test_a_send_inside_an_event_is_staged_with_it_as_faust_encodes_it_and_faust_
             assert sensor.seen[-1] == ("completed", "state", 31)
         finally:
             await transactions.stop()
+
+    asyncio.run(scenario())
+
+
+def test_under_at_least_once_a_send_inside_an_event_is_held_with_it_and_outside_events_takes_faust_s_path():
+    async def scenario() -> None:
+        app = worker_app("at_least_once", Topic=faust_eos.Topic)
+        topic = app.topic("totals", key_type=str, value_type=Total)
+        held = app.consumer.held_sends
+        try:
+            with inside_event(offset=7, partition=2):
+                committed = await topic.send(key="m1", value=Total("m1", 5), partition=4)
+            [record] = held.staging.take(SourceTP("payments", 2), up_to_offset=8)
+            assert (record.topic, record.partition, record.source_offset) == ("totals", 4, 7)
+            record.on_committed(RecordMetadata("totals", 4, TP("totals", 4), 31, 0, 0, -1))  # its offset commits
+            assert (await committed).offset == 31
+            assert app.consumer.staging_for_sends() is None  # outside any event: sent at once, Faust's way
+        finally:
+            held.close()
 
     asyncio.run(scenario())
 

@@ -1,0 +1,162 @@
+"""Producing staged records through confluent-kafka, under both guarantees.
+
+A commit produces the records its events staged in one step,
+:func:`produce_all`: every record handed to the producer (a full local queue is
+waited out for at most one call timeout), then one flush, then every record
+acknowledged or the step fails. Exactly-once runs it inside a transaction
+(:mod:`faust_eos.transaction`), at-least-once before committing the offsets to
+the group (:mod:`faust_eos.at_least_once`), so the two differ by the
+transaction alone. Each producer's calls run on a thread of their own
+(:class:`CallThread`), never on the event loop.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any, Callable, Iterable, Optional, Sequence
+
+from aiokafka.structs import RecordMetadata, TopicPartition as AioTopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from faust_eos.offsets import bootstrap_servers
+from faust_eos.staging import StagedRecord
+
+#: longest wait for deliveries to drain a full local produce queue, per poll
+BACKPRESSURE_POLL_S = 0.05
+
+
+def producer_config(broker_urls: Iterable[Any]) -> dict[str, Any]:
+    """The settings every producer of the worker shares, transactional or not."""
+    return {
+        "bootstrap.servers": bootstrap_servers(broker_urls),
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": 1,
+        "partitioner": "murmur2_random",  # the Java client's partitioner, as Faust uses
+        "retry.backoff.ms": 20,
+    }
+
+
+def produce_all(producer: Producer, records: Sequence[StagedRecord], timeout_s: float,
+                on_step: Callable[[str], None]) -> list[RecordMetadata]:
+    """Produce ``records`` and wait until each is acknowledged; their metadata, in order.
+
+    Raises :class:`KafkaException` if a record failed, or is still unacknowledged
+    after a flush of ``timeout_s``. ``on_step`` is told each step as it begins.
+    Blocking: run it on the producer's thread.
+    """
+    delivered: list[Optional[RecordMetadata]] = [None] * len(records)
+    errors: list[KafkaError] = []
+
+    def on_delivery(index: int) -> Callable[[Optional[KafkaError], Message], None]:
+        def report(err: Optional[KafkaError], msg: Message) -> None:
+            if err is not None:
+                errors.append(err)
+            else:
+                delivered[index] = record_metadata(msg)
+
+        return report
+
+    on_step("produce")
+    drained_by = time.monotonic() + timeout_s  # back-pressure: one bounded wait per call
+    for index, record in enumerate(records):
+        kwargs: dict[str, Any] = {"key": record.key, "value": record.value, "on_delivery": on_delivery(index)}
+        if record.partition is not None:
+            kwargs["partition"] = record.partition
+        if record.timestamp_ms is not None:
+            kwargs["timestamp"] = record.timestamp_ms
+        if record.headers:
+            kwargs["headers"] = list(record.headers)
+        _produce(producer, record.topic, kwargs, drained_by, timeout_s)
+    on_step("flush")
+    producer.flush(timeout_s)
+    if errors:
+        raise KafkaException(errors[0])
+    undelivered = sum(1 for md in delivered if md is None)
+    if undelivered:
+        raise KafkaException(
+            KafkaError(KafkaError._TIMED_OUT, f"{undelivered} records undelivered after a {timeout_s} s "
+                                              f"flush (delivered: {_offsets_text(delivered)})")
+        )
+    return delivered  # type: ignore[return-value]
+
+
+def _produce(producer: Producer, topic: str, kwargs: dict[str, Any], drained_by: float, timeout_s: float) -> None:
+    while True:
+        try:
+            producer.produce(topic, **kwargs)
+            return
+        except BufferError:  # local queue full: let deliveries drain it
+            remaining_s = drained_by - time.monotonic()
+            if remaining_s <= 0:
+                raise KafkaException(
+                    KafkaError(
+                        KafkaError._QUEUE_FULL,
+                        f"local produce queue still full after {timeout_s} s: deliveries do not drain it",
+                    )
+                ) from None
+            producer.poll(min(BACKPRESSURE_POLL_S, remaining_s))
+
+
+class CallThread:
+    """A daemon thread running calls one at a time, in order.
+
+    Daemon, unlike an executor's threads: a call stuck inside librdkafka must
+    not keep the worker process from exiting.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._calls: queue.SimpleQueue[Optional[tuple[Future, Callable[..., Any], tuple]]] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name=name, daemon=True).start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        future: Future = Future()
+        self._calls.put((future, fn, args))
+        return future
+
+    def close(self) -> None:
+        """Stop after the calls already submitted."""
+        self._calls.put(None)
+
+    def _serve(self) -> None:
+        while (call := self._calls.get()) is not None:
+            future, fn, args = call
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as exc:  # handed to the caller
+                    future.set_exception(exc)
+            del call, future, fn, args  # drop references (the producer's, at close) on this thread
+
+
+def release(producer: Producer) -> None:
+    """Submitted to a producer's own thread at close: the last reference goes when this returns."""
+
+
+def _offsets_text(delivered: Sequence[Optional[RecordMetadata]]) -> str:
+    """Where the delivered records landed, per partition: ``topic[p]@first-last``."""
+    spans: dict[tuple[str, int], list[int]] = {}
+    for md in delivered:
+        if md is not None:
+            span = spans.setdefault((md.topic, md.partition), [md.offset, md.offset])
+            span[0], span[1] = min(span[0], md.offset), max(span[1], md.offset)
+    return ", ".join(
+        f"{topic}[{partition}]@{first}-{last}" for (topic, partition), (first, last) in sorted(spans.items())
+    ) or "none"
+
+
+def record_metadata(msg: Message) -> RecordMetadata:
+    """A delivered record's metadata, in the form Faust's futures resolve with."""
+    tp = AioTopicPartition(msg.topic(), msg.partition())
+    timestamp_type, timestamp = msg.timestamp()
+    return RecordMetadata(
+        topic=msg.topic(),
+        partition=msg.partition(),
+        topic_partition=tp,
+        offset=msg.offset(),
+        timestamp=timestamp,
+        timestamp_type=timestamp_type,
+        log_start_offset=None,
+    )
