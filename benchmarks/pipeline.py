@@ -3,7 +3,7 @@
 A run has three phases on fresh topics: a warm-up (not measured) that also
 proves the workers are up, a latency phase (a steady load well below
 capacity, for end-to-end latency) and a throughput phase (a backlog produced
-as fast as possible, for sustained throughput). Afterwards the workers stop
+as fast as possible, for the rate the pipeline drains it at). Afterwards the workers stop
 cleanly and ``reconcile`` checks the run; its counts must equal the benchmark's.
 """
 from __future__ import annotations
@@ -127,9 +127,7 @@ def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, 
     result.update({
         "exit_codes": exit_codes,
         "throughput": {
-            "sustained_events_per_s": stats.sustained_rate(throughput_times),
-            "drain_events_per_s": len(throughput_times) / (max(throughput_times) - throughput_started)
-            if throughput_times else None,
+            "drain_events_per_s": stats.drain_rate(throughput_times, throughput_started),
             "events": throughput_load.by_kind["valid"],
             "input_records": throughput_load.produced,
             "producer_records_per_s": throughput_load.rate,

@@ -1,111 +1,22 @@
-"""The Markdown report and PNG plots of a benchmark run, from its raw results."""
+"""The Markdown report of a benchmark run, from its raw results (plots: :mod:`benchmarks.plots`)."""
 from __future__ import annotations
 
 import os
-from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Iterable, Optional
 
-from benchmarks import stats
-
-GUARANTEES = ("at_least_once", "exactly_once")
-SHORT = {"at_least_once": "ALO", "exactly_once": "EOS"}
-
-
-def point_key(point: dict) -> tuple:
-    return (point["commit_interval_ms"], point["record_bytes"], point["partitions"], point["workers"])
-
-
-def point_label(key: tuple) -> str:
-    interval, size, partitions, workers = key
-    return f"{_interval(interval)}, {size or '~130'} B, {partitions} p, {workers} w"
-
-
-def _interval(ms: int) -> str:
-    return f"{ms / 1000:g} s" if ms >= 1000 else f"{ms} ms"
-
-
-def _get(result: dict, path: str) -> Optional[float]:
-    value: Any = result
-    for part in path.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
-
-
-def summarise(results: dict) -> dict:
-    """Per point: each metric's spread per guarantee, and paired EOS-vs-ALO comparisons per repeat."""
-    by_point: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for result in results["pipeline"]:
-        by_point[point_key(result["point"])][result["guarantee"]].append(result)
-    metrics = ["throughput.sustained_events_per_s", "latency_ms.p50", "latency_ms.p95", "latency_ms.p99",
-               "latency_ms.max", "commits.p50_ms", "commits.p99_ms", "commits.rounds_per_s",
-               "commits.partition_commits_per_s", "cpu.worker_s_per_1k_events", "cpu.broker_s_per_1k_events",
-               "worker_peak_rss_mb", "lso_lag.max_records", "lso_lag.mean_records"]
-    summary = {}
-    for key, runs in sorted(by_point.items()):
-        entry: dict[str, Any] = {g: {m: stats.spread([_get(r, m) for r in runs.get(g, [])]) for m in metrics}
-                                 for g in GUARANTEES}
-        pairs = _pairs(runs)
-        entry["throughput_overhead_pct"] = stats.spread(
-            [stats.overhead_pct(_get(a, "throughput.sustained_events_per_s"), _get(e, "throughput.sustained_events_per_s"))
-             for a, e in pairs])
-        entry["throughput_ratio"] = stats.spread(
-            [_ratio(_get(e, "throughput.sustained_events_per_s"), _get(a, "throughput.sustained_events_per_s"))
-             for a, e in pairs])
-        for q in ("p50", "p99"):
-            entry[f"latency_{q}_added_ms"] = stats.spread(
-                [_diff(_get(e, f"latency_ms.{q}"), _get(a, f"latency_ms.{q}")) for a, e in pairs])
-            entry[f"latency_{q}_ratio"] = stats.spread(
-                [_ratio(_get(e, f"latency_ms.{q}"), _get(a, f"latency_ms.{q}")) for a, e in pairs])
-        entry["cdf"] = {g: _median_run(runs.get(g, []), "latency_ms.p50")["latency_ms"]["cdf"]
-                        for g in GUARANTEES if runs.get(g)}
-        entry["runs"] = {g: len(runs.get(g, [])) for g in GUARANTEES}
-        summary[key] = entry
-    return summary
-
-
-def _pairs(runs: dict[str, list[dict]]) -> list[tuple[dict, dict]]:
-    """(at_least_once, exactly_once) results of the same repeat: measured side by side."""
-    alo = {r["repeat"]: r for r in runs.get("at_least_once", [])}
-    return [(alo[r["repeat"]], r) for r in runs.get("exactly_once", []) if r["repeat"] in alo]
-
-
-def _diff(a: Optional[float], b: Optional[float]) -> Optional[float]:
-    return None if a is None or b is None else a - b
-
-
-def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
-    return None if a is None or not b else a / b
-
-
-def _median_run(runs: list[dict], metric: str) -> dict:
-    ordered = sorted((r for r in runs if _get(r, metric) is not None), key=lambda r: _get(r, metric))
-    return ordered[len(ordered) // 2] if ordered else runs[0]
-
-
-def summarise_references(results: dict) -> dict:
-    """Per record size: raw limits, and each transactional setting against the idempotent run of its repeat."""
-    out: dict[int, dict] = {}
-    for size in sorted({r["record_bytes"] for r in results["reference"]}):
-        refs = [r for r in results["reference"] if r["record_bytes"] == size]
-        entry: dict[str, Any] = {
-            "mean_record_bytes": refs[0]["mean_record_bytes"],
-            "producer": stats.spread([r["raw"]["records_per_s"] for r in refs]),
-            "consumer": stats.spread([r["raw"].get("consumer_records_per_s") for r in refs]),
-            "transactional": {},
-        }
-        settings = {(t["transaction_ms"], t["transaction_records"]) for r in refs for t in r["transactional"]}
-        for setting in sorted(settings, key=lambda s: (s[0] is None, s[0] or 0, s[1] or 0)):
-            runs = [(r["raw"], t) for r in refs for t in r["transactional"]
-                    if (t["transaction_ms"], t["transaction_records"]) == setting]
-            entry["transactional"][setting] = {
-                "records_per_s": stats.spread([t["records_per_s"] for _, t in runs]),
-                "records_per_transaction": stats.spread([t["records_per_transaction"] for _, t in runs]),
-                "overhead_pct": stats.spread([stats.overhead_pct(raw["records_per_s"], t["records_per_s"])
-                                              for raw, t in runs]),
-            }
-        out[size] = entry
-    return out
+from benchmarks.plots import write_plots
+from benchmarks.summary import (
+    GUARANTEES,
+    SHORT,
+    THROUGHPUT,
+    interval_text,
+    point_key,
+    point_label,
+    ratio,
+    summarise,
+    summarise_references,
+)
 
 
 # --- formatting ----------------------------------------------------------------
@@ -133,7 +44,7 @@ def _pct(spread: dict) -> str:
 
 def _tx_label(setting: tuple) -> str:
     ms, records = setting
-    return f"every {_interval(ms)}" if ms is not None else f"every {records:,} records"
+    return f"every {interval_text(ms)}" if ms is not None else f"every {records:,} records"
 
 
 def write(results: dict, report_path: Path, plot_dir: Path) -> None:
@@ -141,7 +52,7 @@ def write(results: dict, report_path: Path, plot_dir: Path) -> None:
     summary = summarise(results)
     references = summarise_references(results)
     plot_dir.mkdir(parents=True, exist_ok=True)
-    plots = _plots(results, summary, references, plot_dir)
+    plots = write_plots(results, summary, references, plot_dir)
     rel = os.path.relpath(plot_dir, report_path.parent)
     report_path.parent.mkdir(parents=True, exist_ok=True)
     report_path.write_text("\n".join(_markdown(results, summary, references, {k: f"{rel}/{v}" for k, v in {**plots, "results": "results.json"}.items()})) + "\n")
@@ -155,25 +66,26 @@ def headline(summary: dict, references: dict) -> list[str]:
     for key in sorted(sweep):
         entry = summary[key]
         lines.append(
-            f"* **{_interval(key[0])} commit interval**: exactly_once throughput "
-            f"{_s(entry['exactly_once']['throughput.sustained_events_per_s'])} events/s vs at_least_once "
-            f"{_s(entry['at_least_once']['throughput.sustained_events_per_s'])}: ratio "
+            f"* **{interval_text(key[0])} commit interval**: exactly_once throughput "
+            f"{_s(entry['exactly_once'][THROUGHPUT])} events/s vs at_least_once "
+            f"{_s(entry['at_least_once'][THROUGHPUT])}: ratio "
             f"{_n(entry['throughput_ratio']['median'], 2)}, overhead {_pct(entry['throughput_overhead_pct'])} "
             f"(paired per repeat); p50 latency "
             f"{_n(entry['exactly_once']['latency_ms.p50']['median'])} ms vs "
             f"{_n(entry['at_least_once']['latency_ms.p50']['median'])} ms "
-            f"(+{_n(entry['latency_p50_added_ms']['median'])} ms), p99 "
+            f"({_signed(entry['latency_p50_added_ms']['median'])} ms), p99 "
             f"{_n(entry['exactly_once']['latency_ms.p99']['median'])} ms vs "
             f"{_n(entry['at_least_once']['latency_ms.p99']['median'])} ms."
         )
     for key in sorted(k for k in summary if k not in sweep):
         entry = summary[key]
         lines.append(f"* **{point_label(key)}**: overhead {_pct(entry['throughput_overhead_pct'])}, p50 latency "
-                     f"+{_n(entry['latency_p50_added_ms']['median'])} ms.")
+                     f"{_signed(entry['latency_p50_added_ms']['median'])} ms.")
+    lines.extend(_scaling(summary))
     if base and base[1] in references:
         ref = references[base[1]]
-        best = max(summary[k]["at_least_once"]["throughput.sustained_events_per_s"]["median"] or 0 for k in sweep)
-        best_eos = max(summary[k]["exactly_once"]["throughput.sustained_events_per_s"]["median"] or 0 for k in sweep)
+        best = max(summary[k]["at_least_once"][THROUGHPUT]["median"] or 0 for k in sweep)
+        best_eos = max(summary[k]["exactly_once"][THROUGHPUT]["median"] or 0 for k in sweep)
         limit = min(ref["producer"]["median"] or 0, ref["consumer"]["median"] or 0)
         if limit and best:
             lines.append(
@@ -188,6 +100,48 @@ def headline(summary: dict, references: dict) -> list[str]:
         lines.append(f"* **Transactional vs idempotent producer, {ref['mean_record_bytes']:,.0f} B records**: "
                      + "; ".join(parts) + ".")
     return lines
+
+
+def _scaling(summary: dict) -> list[str]:
+    """Per point run with more than one worker: its throughput against the same point with one worker."""
+    lines = []
+    for key in sorted(k for k in summary if k[3] > 1):
+        single = summary.get((*key[:3], 1))
+        if single is None:
+            continue
+        parts = []
+        for g in GUARANTEES:
+            many, one = summary[key][g][THROUGHPUT]["median"], single[g][THROUGHPUT]["median"]
+            parts.append(f"{g} {_n(many)} vs {_n(one)} events/s ({_n(ratio(many, one), 2)}×)")
+        lines.append(f"* **{key[3]} workers vs 1** ({point_label(key)}): " + "; ".join(parts) + ".")
+    return lines
+
+
+def _cost_split(summary: dict) -> Iterable[str]:
+    yield "## Where exactly-once's cost comes from"
+    yield ""
+    yield ("* **Transactions**: exactly_once against at_least_once on the same path, paired per repeat: "
+           "throughput ratio and worker CPU per event.")
+    yield ("* **The commit interval**, paid by both guarantees: an event's records leave at its commit, so "
+           "at_least_once's own latency is mostly the wait for two commits (one per hop).")
+    yield ("* **read_committed visibility**: what exactly_once adds to that latency: the transactions' commit "
+           "markers, and records held back behind the last stable offset (the LSO lag).")
+    yield ""
+    yield ("| point | EOS / ALO throughput | worker CPU s/1k, ALO → EOS | ALO latency p50 / p99 ms | "
+           "EOS adds p50 / p99 ms | EOS LSO lag max records |")
+    yield "|---|---|---|---|---|---|"
+    for key, e in summary.items():
+        alo, eos = e["at_least_once"], e["exactly_once"]
+        yield (f"| {point_label(key)} | {_s(e['throughput_ratio'], 2)} | "
+               f"{_n(alo['cpu.worker_s_per_1k_events']['median'], 2)} → {_n(eos['cpu.worker_s_per_1k_events']['median'], 2)} | "
+               f"{_n(alo['latency_ms.p50']['median'])} / {_n(alo['latency_ms.p99']['median'])} | "
+               f"{_signed(e['latency_p50_added_ms']['median'])} / {_signed(e['latency_p99_added_ms']['median'])} | "
+               f"{_n(eos['lso_lag.max_records']['median'])} |")
+    yield ""
+
+
+def _signed(value: Optional[float]) -> str:
+    return "n/a" if value is None else f"{value:+,.0f}"
 
 
 def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, str]) -> Iterable[str]:
@@ -205,12 +159,12 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     yield from headline(summary, references)
     yield ""
     yield ("An overhead is how much lower exactly_once's throughput is than at_least_once's (negative: "
-           "exactly_once was faster). The two guarantees differ in more than transactions here: under "
-           "exactly_once the `eos://` transport stages every record and produces it at commit time with "
-           "confluent-kafka, in one batch per input partition, on a worker thread; under at_least_once Faust's "
-           "aiokafka producer sends each record from the event loop as the agent emits it. The overhead is what "
-           "switching the guarantee costs in this project; the producer reference lines isolate what the "
-           "transactions themselves cost.")
+           "exactly_once was faster). Both guarantees run the same code: every record an event sends, output or "
+           "table write, is staged with it and produced at its commit through confluent-kafka, in one batch, on a "
+           "worker thread. exactly_once wraps each input partition's batch and offsets in a transaction; "
+           "at_least_once produces the batch with an idempotent producer, waits for every acknowledgement, then "
+           "commits the offsets to the group. So the overhead is what the transactions cost, and the split below "
+           "separates it from what the commit interval costs both.")
     yield ""
     yield ("Numbers are medians over the repeats with [min–max] in brackets; overheads and latency costs are "
            "computed per repeat from the at_least_once and exactly_once runs measured side by side, then the "
@@ -234,14 +188,15 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     yield ""
     yield "## Method"
     yield ""
-    yield ("* **Throughput**: events aggregated per second in the throughput phase, between the 10th and 90th "
-           "percentile of the times their updates became visible to a read_committed reader of "
-           "`merchant-totals` (leaves out ramp-up and the last commit's tail).")
+    yield ("* **Throughput**: the rate the backlog drains at: its events divided by the time from the start of "
+           "the throughput phase to the last of their updates becoming visible to a read_committed reader of "
+           "`merchant-totals` (start-up of the phase, commits and the last commit's tail included).")
     yield ("* **End-to-end latency** (latency phase): from the event's creation (`ts`, stamped by the load "
            "generator) to the first time its update of `merchant-totals` (which carries the `event_id`) is seen "
            "by a read_committed consumer running beside the pipeline. Each event crosses two transactions under "
            "exactly_once (ingest → `payments-by-merchant`, then aggregate → `merchant-totals`), so its update "
-           "waits for two commits; under at_least_once it is visible once produced.")
+           "waits for two commits; under at_least_once too, as its records are produced at the commit, but "
+           "without waiting for commit markers.")
     yield ("* **Commit latency**: the duration of each commit round the worker runs (timed by a Faust sensor, "
            "`app/commit_timer.py`, read from `/commits/`); under exactly_once one round is one transaction per "
            "input partition with new events, in parallel. *Partition commits/s* counts those transactions "
@@ -261,8 +216,8 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     for key, e in summary.items():
         lat = {g: " / ".join(_n(e[g][f"latency_ms.{q}"]["median"]) for q in ("p50", "p95", "p99", "max"))
                for g in GUARANTEES}
-        yield (f"| {point_label(key)} | {_s(e['at_least_once']['throughput.sustained_events_per_s'])} | "
-               f"{_s(e['exactly_once']['throughput.sustained_events_per_s'])} | {_pct(e['throughput_overhead_pct'])} | "
+        yield (f"| {point_label(key)} | {_s(e['at_least_once'][THROUGHPUT])} | "
+               f"{_s(e['exactly_once'][THROUGHPUT])} | {_pct(e['throughput_overhead_pct'])} | "
                f"{lat['at_least_once']} | {lat['exactly_once']} | +{_n(e['latency_p50_added_ms']['median'])} ms |")
     yield ""
     if "throughput" in plots:
@@ -271,6 +226,7 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     if "latency" in plots:
         yield f"![latency CDFs]({plots['latency']})"
         yield ""
+    yield from _cost_split(summary)
     yield "## Commits, CPU, memory, LSO lag"
     yield ""
     yield ("| point | guarantee | commit p50 / p99 ms | commit rounds/s | partition commits/s | worker CPU s/1k | "
@@ -383,102 +339,3 @@ def _long_transaction_section(results: dict, plots: dict[str, str]) -> Iterable[
 def _is_abort(command: dict) -> bool:
     """The by-hand abort: ``abort-transaction`` (``kafka-transactions.sh ... abort`` in older results)."""
     return "abort-transaction" in command["command"] or " abort " in command["command"]
-
-
-def _plots(results: dict, summary: dict, references: dict, plot_dir: Path) -> dict[str, str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plots: dict[str, str] = {}
-    if summary:
-        base = min(summary, key=lambda k: (k[1], k[2], k[3], k[0]))
-        sweep = sorted(k for k in summary if k[1:] == base[1:])
-        fig, ax = plt.subplots(figsize=(8, 5))
-        xs = [k[0] for k in sweep]
-        for g, colour in zip(GUARANTEES, ("tab:blue", "tab:red")):
-            med = [summary[k][g]["throughput.sustained_events_per_s"]["median"] or 0 for k in sweep]
-            low = [m - (summary[k][g]["throughput.sustained_events_per_s"]["min"] or m) for m, k in zip(med, sweep)]
-            high = [(summary[k][g]["throughput.sustained_events_per_s"]["max"] or m) - m for m, k in zip(med, sweep)]
-            ax.errorbar(xs, med, yerr=[low, high], marker="o", capsize=4, color=colour, label=f"pipeline, {g}")
-        ref = references.get(base[1])
-        if ref:
-            ax.axhline(ref["producer"]["median"], color="grey", linestyle="--", label="producer alone (raw)")
-            ax.axhline(ref["consumer"]["median"], color="grey", linestyle=":", label="consumer alone (raw)")
-            tx = [(s[0], t["records_per_s"]["median"]) for s, t in ref["transactional"].items() if s[0] in xs]
-            if tx:
-                ax.plot([x for x, _ in tx], [y for _, y in tx], marker="s", color="tab:green", linestyle="-.",
-                        label="transactional producer alone")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xticks(xs, [_interval(x) for x in xs])
-        ax.set_xlabel("commit interval")
-        ax.set_ylabel("events (records) per second")
-        ax.set_title(f"Throughput vs commit interval ({point_label(base).split(', ', 1)[1]})")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(plot_dir / "throughput.png", dpi=110)
-        plt.close(fig)
-        plots["throughput"] = "throughput.png"
-
-        fig, ax = plt.subplots(figsize=(8, 5))
-        styles = {"at_least_once": "--", "exactly_once": "-"}
-        for i, key in enumerate(summary):
-            for g, cdf in summary[key]["cdf"].items():
-                if cdf:
-                    ax.plot([p[0] for p in cdf], [p[1] for p in cdf], linestyle=styles[g], color=f"C{i}",
-                            label=f"{SHORT[g]}, {point_label(key)}")
-        ax.set_xscale("log")
-        ax.set_xlabel("end-to-end latency, ms (creation → visible to read_committed)")
-        ax.set_ylabel("fraction of events")
-        ax.set_title("Latency CDFs (median run of each point)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(plot_dir / "latency_cdf.png", dpi=110)
-        plt.close(fig)
-        plots["latency"] = "latency_cdf.png"
-
-    scenarios = results.get("long_transaction") or []
-    if scenarios:
-        fig, axes = plt.subplots(2, len(scenarios), figsize=(6.5 * len(scenarios), 7), squeeze=False, sharex="col")
-        for col, s in enumerate(scenarios):
-            top, bottom = axes[0][col], axes[1][col]
-            parts = sorted({row["partition"] for row in s["timeline"]})
-            for p in parts:
-                rows = [row for row in s["timeline"] if row["partition"] == p]
-                top.plot([r["t"] for r in rows], [r["lag"] for r in rows], label=f"partition {p}",
-                         linewidth=2 if p == 0 else 0.8)
-            twin = top.twinx()
-            rows0 = [row for row in s["timeline"] if row["partition"] == 0]
-            twin.plot([r["t"] for r in rows0], [r["lag_ms"] / 1000 for r in rows0], color="black", linestyle=":",
-                      label="partition 0 lag, s")
-            twin.set_ylabel("partition 0 LSO lag, seconds (dotted)")
-            top.set_ylabel("LSO lag, records (HW − LSO)")
-            top.set_title(f"{s['mode']}: transaction stalled at {s['stalled_at_s']:.0f} s")
-            by_p: dict[int, dict[float, int]] = defaultdict(dict)
-            for a in s["reader_arrivals"]:
-                by_p[a["partition"]][a["t"]] = a["records"]
-            for p in parts:
-                points = sorted(by_p[p].items())
-                bottom.plot([t for t, _ in points], [n * 2 for _, n in points], label=f"partition {p}",
-                            linewidth=2 if p == 0 else 0.8)
-            bottom.set_ylabel("read_committed reader, records/s")
-            bottom.set_xlabel("seconds since the load started")
-            for ax in (top, bottom):
-                ax.axvline(s["stalled_at_s"], color="red", linestyle="--", linewidth=1)
-                if s["aborted_at_s"] is not None:
-                    ax.axvline(s["aborted_at_s"], color="green", linestyle="--", linewidth=1)
-                if s["cleared_at_s"] is not None:
-                    ax.axvline(s["cleared_at_s"], color="grey", linestyle=":", linewidth=1)
-                ax.grid(True, alpha=0.3)
-            top.legend(fontsize=7, loc="upper left")
-        fig.suptitle("Stalled transaction on merchant-totals[0]\nred: stall, green: abort by hand, grey: LSO moved on",
-                     fontsize=10)
-        fig.tight_layout()
-        fig.savefig(plot_dir / "lso_lag.png", dpi=110)
-        plt.close(fig)
-        plots["lso"] = "lso_lag.png"
-    return plots

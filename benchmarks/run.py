@@ -200,7 +200,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 result["repeat"] = repeat
                 results["pipeline"].append(result)
                 save()
-                progress.done(f"{result['throughput']['sustained_events_per_s'] or 0:,.0f} events/s, "
+                progress.done(f"{result['throughput']['drain_events_per_s'] or 0:,.0f} events/s, "
                               f"p50 {result['latency_ms']['p50'] or 0:,.0f} ms, counts match reconcile: "
                               f"{result['counts']['match']}")
     if args.long_transaction:

@@ -31,22 +31,16 @@ def spread(values: Sequence[Optional[float]]) -> dict[str, Optional[float]]:
     return {"median": statistics.median(present), "min": min(present), "max": max(present), "n": len(present)}
 
 
-def sustained_rate(times: Sequence[float], low_q: float = 10, high_q: float = 90) -> Optional[float]:
-    """Events per second between the ``low_q`` and ``high_q`` percentiles of their completion times.
+def drain_rate(times: Sequence[float], started: float) -> Optional[float]:
+    """Events per second: how many completed, over the time from ``started`` to the last completion.
 
-    Leaves out the ramp-up at the start and the last commit's tail at the end.
-    With commits in steps, the events completing in (t_low, t_high] are the ones
-    processed between those two commits, so the ratio stays fair at long intervals.
+    For a backlog that is the rate the pipeline drains it at, start-up, commits
+    and the last commit's tail included: no window of it can show a burst of
+    completions (an agent starved by another, then catching up) as a rate.
     """
-    if len(times) < 2:
+    if not times or max(times) <= started:
         return None
-    ordered = sorted(times)
-    # actual completion times, not interpolated ones: those could fall between two commits
-    low, high = ordered[int((len(ordered) - 1) * low_q / 100)], ordered[int((len(ordered) - 1) * high_q / 100)]
-    if high <= low:
-        return None
-    done = sum(1 for t in times if low < t <= high)
-    return done / (high - low)
+    return len(times) / (max(times) - started)
 
 
 def overhead_pct(baseline: Optional[float], other: Optional[float]) -> Optional[float]:

@@ -23,20 +23,20 @@ def test_spread_ignores_missing_repeats():
     assert stats.spread([None])["median"] is None
 
 
-def test_sustained_rate_of_a_steady_stream():
-    times = [i / 100 for i in range(1001)]  # 100 events/s for 10 s
-    assert stats.sustained_rate(times) == pytest.approx(100, rel=0.01)
+def test_drain_rate_counts_from_the_start_to_the_last_completion():
+    times = [i / 100 for i in range(1, 1001)]  # 100 events/s for 10 s
+    assert stats.drain_rate(times, started=0.0) == pytest.approx(100)
 
 
-def test_sustained_rate_is_fair_to_commits_in_steps():
-    # 100 events/s, but visible only at whole seconds (a 1 s commit interval)
-    times = [float(i // 100 + 1) for i in range(1000)]
-    assert stats.sustained_rate(times) == pytest.approx(100, rel=0.01)
+def test_drain_rate_does_not_take_a_late_burst_for_a_rate():
+    # nothing for 9 s, then 1,000 events in the last second: 100 events/s over the drain, not 1,000
+    times = [9 + i / 1000 for i in range(1, 1001)]
+    assert stats.drain_rate(times, started=0.0) == pytest.approx(100)
 
 
-def test_sustained_rate_needs_a_time_span():
-    assert stats.sustained_rate([1.0]) is None
-    assert stats.sustained_rate([2.0, 2.0, 2.0]) is None
+def test_drain_rate_needs_completions_after_the_start():
+    assert stats.drain_rate([], started=0.0) is None
+    assert stats.drain_rate([1.0, 2.0], started=2.0) is None
 
 
 def test_overhead_is_positive_when_slower():

@@ -1,0 +1,107 @@
+"""The PNG plots of a benchmark report: throughput vs commit interval, latency CDFs, the LSO lag timeline."""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from benchmarks.summary import GUARANTEES, SHORT, THROUGHPUT, interval_text, point_label
+
+
+def write_plots(results: dict, summary: dict, references: dict, plot_dir: Path) -> dict[str, str]:
+    """Draw the run's plots into ``plot_dir``; their file names by kind (``throughput``, ``latency``, ``lso``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plots: dict[str, str] = {}
+    if summary:
+        base = min(summary, key=lambda k: (k[1], k[2], k[3], k[0]))
+        sweep = sorted(k for k in summary if k[1:] == base[1:])
+        fig, ax = plt.subplots(figsize=(8, 5))
+        xs = [k[0] for k in sweep]
+        for g, colour in zip(GUARANTEES, ("tab:blue", "tab:red")):
+            med = [summary[k][g][THROUGHPUT]["median"] or 0 for k in sweep]
+            low = [m - (summary[k][g][THROUGHPUT]["min"] or m) for m, k in zip(med, sweep)]
+            high = [(summary[k][g][THROUGHPUT]["max"] or m) - m for m, k in zip(med, sweep)]
+            ax.errorbar(xs, med, yerr=[low, high], marker="o", capsize=4, color=colour, label=f"pipeline, {g}")
+        ref = references.get(base[1])
+        if ref:
+            ax.axhline(ref["producer"]["median"], color="grey", linestyle="--", label="producer alone (raw)")
+            ax.axhline(ref["consumer"]["median"], color="grey", linestyle=":", label="consumer alone (raw)")
+            tx = [(s[0], t["records_per_s"]["median"]) for s, t in ref["transactional"].items() if s[0] in xs]
+            if tx:
+                ax.plot([x for x, _ in tx], [y for _, y in tx], marker="s", color="tab:green", linestyle="-.",
+                        label="transactional producer alone")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(xs, [interval_text(x) for x in xs])
+        ax.set_xlabel("commit interval")
+        ax.set_ylabel("events (records) per second")
+        ax.set_title(f"Throughput vs commit interval ({point_label(base).split(', ', 1)[1]})")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(plot_dir / "throughput.png", dpi=110)
+        plt.close(fig)
+        plots["throughput"] = "throughput.png"
+
+        fig, ax = plt.subplots(figsize=(8, 5))
+        styles = {"at_least_once": "--", "exactly_once": "-"}
+        for i, key in enumerate(summary):
+            for g, cdf in summary[key]["cdf"].items():
+                if cdf:
+                    ax.plot([p[0] for p in cdf], [p[1] for p in cdf], linestyle=styles[g], color=f"C{i}",
+                            label=f"{SHORT[g]}, {point_label(key)}")
+        ax.set_xscale("log")
+        ax.set_xlabel("end-to-end latency, ms (creation → visible to read_committed)")
+        ax.set_ylabel("fraction of events")
+        ax.set_title("Latency CDFs (median run of each point)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(plot_dir / "latency_cdf.png", dpi=110)
+        plt.close(fig)
+        plots["latency"] = "latency_cdf.png"
+
+    scenarios = results.get("long_transaction") or []
+    if scenarios:
+        fig, axes = plt.subplots(2, len(scenarios), figsize=(6.5 * len(scenarios), 7), squeeze=False, sharex="col")
+        for col, s in enumerate(scenarios):
+            top, bottom = axes[0][col], axes[1][col]
+            parts = sorted({row["partition"] for row in s["timeline"]})
+            for p in parts:
+                rows = [row for row in s["timeline"] if row["partition"] == p]
+                top.plot([r["t"] for r in rows], [r["lag"] for r in rows], label=f"partition {p}",
+                         linewidth=2 if p == 0 else 0.8)
+            twin = top.twinx()
+            rows0 = [row for row in s["timeline"] if row["partition"] == 0]
+            twin.plot([r["t"] for r in rows0], [r["lag_ms"] / 1000 for r in rows0], color="black", linestyle=":",
+                      label="partition 0 lag, s")
+            twin.set_ylabel("partition 0 LSO lag, seconds (dotted)")
+            top.set_ylabel("LSO lag, records (HW − LSO)")
+            top.set_title(f"{s['mode']}: transaction stalled at {s['stalled_at_s']:.0f} s")
+            by_p: dict[int, dict[float, int]] = defaultdict(dict)
+            for a in s["reader_arrivals"]:
+                by_p[a["partition"]][a["t"]] = a["records"]
+            for p in parts:
+                points = sorted(by_p[p].items())
+                bottom.plot([t for t, _ in points], [n * 2 for _, n in points], label=f"partition {p}",
+                            linewidth=2 if p == 0 else 0.8)
+            bottom.set_ylabel("read_committed reader, records/s")
+            bottom.set_xlabel("seconds since the load started")
+            for ax in (top, bottom):
+                ax.axvline(s["stalled_at_s"], color="red", linestyle="--", linewidth=1)
+                if s["aborted_at_s"] is not None:
+                    ax.axvline(s["aborted_at_s"], color="green", linestyle="--", linewidth=1)
+                if s["cleared_at_s"] is not None:
+                    ax.axvline(s["cleared_at_s"], color="grey", linestyle=":", linewidth=1)
+                ax.grid(True, alpha=0.3)
+            top.legend(fontsize=7, loc="upper left")
+        fig.suptitle("Stalled transaction on merchant-totals[0]\nred: stall, green: abort by hand, grey: LSO moved on",
+                     fontsize=10)
+        fig.tight_layout()
+        fig.savefig(plot_dir / "lso_lag.png", dpi=110)
+        plt.close(fig)
+        plots["lso"] = "lso_lag.png"
+    return plots

@@ -1,0 +1,109 @@
+"""A benchmark run's raw results summarised: per point and guarantee, medians with their spread.
+
+Shared by the Markdown report (:mod:`benchmarks.report`) and its plots (:mod:`benchmarks.plots`).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Optional
+
+from benchmarks import stats
+
+#: the throughput figure: the rate a backlog drains at (:func:`benchmarks.stats.drain_rate`)
+THROUGHPUT = "throughput.drain_events_per_s"
+GUARANTEES = ("at_least_once", "exactly_once")
+SHORT = {"at_least_once": "ALO", "exactly_once": "EOS"}
+
+
+def point_key(point: dict) -> tuple:
+    return (point["commit_interval_ms"], point["record_bytes"], point["partitions"], point["workers"])
+
+
+def point_label(key: tuple) -> str:
+    interval, size, partitions, workers = key
+    return f"{interval_text(interval)}, {size or '~130'} B, {partitions} p, {workers} w"
+
+
+def interval_text(ms: int) -> str:
+    return f"{ms / 1000:g} s" if ms >= 1000 else f"{ms} ms"
+
+
+def get(result: dict, path: str) -> Optional[float]:
+    value: Any = result
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def summarise(results: dict) -> dict:
+    """Per point: each metric's spread per guarantee, and paired EOS-vs-ALO comparisons per repeat."""
+    by_point: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for result in results["pipeline"]:
+        by_point[point_key(result["point"])][result["guarantee"]].append(result)
+    metrics = [THROUGHPUT, "latency_ms.p50", "latency_ms.p95", "latency_ms.p99",
+               "latency_ms.max", "commits.p50_ms", "commits.p99_ms", "commits.rounds_per_s",
+               "commits.partition_commits_per_s", "cpu.worker_s_per_1k_events", "cpu.broker_s_per_1k_events",
+               "worker_peak_rss_mb", "lso_lag.max_records", "lso_lag.mean_records"]
+    summary = {}
+    for key, runs in sorted(by_point.items()):
+        entry: dict[str, Any] = {g: {m: stats.spread([get(r, m) for r in runs.get(g, [])]) for m in metrics}
+                                 for g in GUARANTEES}
+        pairs = _pairs(runs)
+        entry["throughput_overhead_pct"] = stats.spread(
+            [stats.overhead_pct(get(a, THROUGHPUT), get(e, THROUGHPUT)) for a, e in pairs])
+        entry["throughput_ratio"] = stats.spread(
+            [ratio(get(e, THROUGHPUT), get(a, THROUGHPUT)) for a, e in pairs])
+        for q in ("p50", "p99"):
+            entry[f"latency_{q}_added_ms"] = stats.spread(
+                [_diff(get(e, f"latency_ms.{q}"), get(a, f"latency_ms.{q}")) for a, e in pairs])
+            entry[f"latency_{q}_ratio"] = stats.spread(
+                [ratio(get(e, f"latency_ms.{q}"), get(a, f"latency_ms.{q}")) for a, e in pairs])
+        entry["cdf"] = {g: _median_run(runs.get(g, []), "latency_ms.p50")["latency_ms"]["cdf"]
+                        for g in GUARANTEES if runs.get(g)}
+        entry["runs"] = {g: len(runs.get(g, [])) for g in GUARANTEES}
+        summary[key] = entry
+    return summary
+
+
+def _pairs(runs: dict[str, list[dict]]) -> list[tuple[dict, dict]]:
+    """(at_least_once, exactly_once) results of the same repeat: measured side by side."""
+    alo = {r["repeat"]: r for r in runs.get("at_least_once", [])}
+    return [(alo[r["repeat"]], r) for r in runs.get("exactly_once", []) if r["repeat"] in alo]
+
+
+def _diff(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return None if a is None or b is None else a - b
+
+
+def ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return None if a is None or not b else a / b
+
+
+def _median_run(runs: list[dict], metric: str) -> dict:
+    ordered = sorted((r for r in runs if get(r, metric) is not None), key=lambda r: get(r, metric))
+    return ordered[len(ordered) // 2] if ordered else runs[0]
+
+
+def summarise_references(results: dict) -> dict:
+    """Per record size: raw limits, and each transactional setting against the idempotent run of its repeat."""
+    out: dict[int, dict] = {}
+    for size in sorted({r["record_bytes"] for r in results["reference"]}):
+        refs = [r for r in results["reference"] if r["record_bytes"] == size]
+        entry: dict[str, Any] = {
+            "mean_record_bytes": refs[0]["mean_record_bytes"],
+            "producer": stats.spread([r["raw"]["records_per_s"] for r in refs]),
+            "consumer": stats.spread([r["raw"].get("consumer_records_per_s") for r in refs]),
+            "transactional": {},
+        }
+        settings = {(t["transaction_ms"], t["transaction_records"]) for r in refs for t in r["transactional"]}
+        for setting in sorted(settings, key=lambda s: (s[0] is None, s[0] or 0, s[1] or 0)):
+            runs = [(r["raw"], t) for r in refs for t in r["transactional"]
+                    if (t["transaction_ms"], t["transaction_records"]) == setting]
+            entry["transactional"][setting] = {
+                "records_per_s": stats.spread([t["records_per_s"] for _, t in runs]),
+                "records_per_transaction": stats.spread([t["records_per_transaction"] for _, t in runs]),
+                "overhead_pct": stats.spread([stats.overhead_pct(raw["records_per_s"], t["records_per_s"])
+                                              for raw, t in runs]),
+            }
+        out[size] = entry
+    return out
