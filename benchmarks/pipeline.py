@@ -14,12 +14,12 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 from app import loadgen
 from app.kafka import admin
 from app.reconcile import read_committed
-from benchmarks import stats
+from benchmarks import profile, stats
 from benchmarks.measure import LsoSampler, OutputWatcher, commit_rounds, cpu_seconds, peak_rss_mb
 from tools import broker
 from tools.run import PipelineRun
@@ -58,8 +58,13 @@ class Workload:
         return base + 1, base + 2, base + 3
 
 
-def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, progress: Progress) -> dict:
-    """Run and measure ``point`` under ``guarantee``; return the raw result."""
+def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, progress: Progress,
+              profile_to: Optional[Path] = None) -> dict:
+    """Run and measure ``point`` under ``guarantee``; return the raw result.
+
+    With ``profile_to``, the first worker is sampled with py-spy through the
+    throughput phase into that file, and the result has its summary (``profile``).
+    """
     name = f"bench-{guarantee[:3]}-{uuid.uuid4().hex[:6]}"
     run_dir = work_dir / name
     timeout_ms = max(60_000, 3 * point.commit_interval_ms)
@@ -94,10 +99,13 @@ def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, 
         throughput_spec = loadgen.LoadSpec(count=workload.throughput_events, seed=throughput_seed,
                                            record_bytes=point.record_bytes)
         progress(f"throughput phase: producing {throughput_spec.count:,} events")
+        sampler = profile.Sampler(pids[0], profile_to) if profile_to is not None else None
         throughput_started = time.time()
         throughput_load = run.produce(throughput_spec)
         watcher.wait_for_seed(throughput_seed, throughput_load.by_kind["valid"], workload.drain_timeout_s,
                               lambda done, total: progress(f"throughput phase: {done:,}/{total:,} visible"))
+        if sampler is not None:
+            result["profile"] = sampler.stop()
         measured_until = time.time()
         _check_workers(run)
 

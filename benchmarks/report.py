@@ -259,6 +259,7 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
            "transactions. The row *~1,024 B, every 100 ms* above is the same measurement on this machine "
            "(a negative overhead means the transactional run was faster: within the noise).")
     yield ""
+    yield from _profile_section(results)
     yield from _long_transaction_section(results, plots)
     yield "## Sanity checks"
     yield ""
@@ -282,6 +283,43 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
                f"after the start-up race: {bad.get('restarted_workers', 0)}): counts match reconcile: "
                f"{bad['counts']['match']}; reconcile problems {bad['reconcile_problems']}")
     yield ""
+
+
+def _profile_section(results: dict) -> Iterable[str]:
+    profiled = {r["guarantee"]: r for r in results.get("profiles") or [] if "profile" in r}
+    if not profiled:
+        return
+    shown = [g for g in GUARANTEES if g in profiled]
+    first = profiled[shown[0]]
+    yield "## Where a worker's time goes: a profile"
+    yield ""
+    yield (f"One more run per guarantee at {point_label(point_key(first['point']))}, its worker sampled by py-spy "
+           f"through the throughput phase (`benchmarks/profile.py`): shares of the event-loop thread's wall-clock "
+           "time, idle included. The producers' and the consumer's own threads are not in it. Sampling slows the "
+           "worker a little, so these runs are not in the tables above.")
+    yield ""
+    heads = " | ".join(SHORT[g] for g in shown)
+    yield f"| while profiled | {heads} |"
+    yield "|---|" + "---|" * len(shown)
+    yield ("| drain events/s | " + " | ".join(_n(profiled[g]["throughput"]["drain_events_per_s"]) for g in shown)
+           + " |")
+    yield "| seconds sampled | " + " | ".join(_n(profiled[g]["profile"]["seconds"], 1) for g in shown) + " |"
+    yield ""
+    yield f"| time inside | {heads} |"
+    yield "|---|" + "---|" * len(shown)
+    for part in first["profile"]["within"]:
+        yield f"| {part} | " + " | ".join(_share(profiled[g]["profile"]["within"].get(part)) for g in shown) + " |"
+    yield ""
+    owners = list(dict.fromkeys(o for g in shown for o in profiled[g]["profile"]["own"]))
+    yield f"| code running (the sampled frame's) | {heads} |"
+    yield "|---|" + "---|" * len(shown)
+    for owner in owners:
+        yield f"| {owner} | " + " | ".join(_share(profiled[g]["profile"]["own"].get(owner)) for g in shown) + " |"
+    yield ""
+
+
+def _share(fraction: Optional[float]) -> str:
+    return "—" if fraction is None else f"{fraction * 100:.1f} %"
 
 
 def _long_transaction_section(results: dict, plots: dict[str, str]) -> Iterable[str]:

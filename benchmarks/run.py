@@ -1,9 +1,10 @@
 """``python -m benchmarks``: the exactly-once cost benchmarks, from the sweep to the report.
 
 Runs every point under at_least_once and exactly_once, interleaved (the order
-alternates between repeats), then the reference lines and the long-transaction
-scenario, writing the raw results as JSON after every run and, at the end, a
-Markdown report with PNG plots.
+alternates between repeats), with the reference lines, then one profiled run
+per guarantee (:mod:`benchmarks.profile`) and the long-transaction scenario,
+writing the raw results as JSON after every run and, at the end, a Markdown
+report with PNG plots.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import config
-from benchmarks import longtx, reference, report
+from benchmarks import longtx, profile, reference, report
 from benchmarks.measure import machine
 from benchmarks.pipeline import Point, Workload, run_point
 from config import REPO_ROOT, settings
@@ -59,6 +60,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                         help="transactional producer reference: records per transaction (default 10,100,1000)")
     parser.add_argument("--no-long-transaction", dest="long_transaction", action="store_false",
                         help="skip the long-transaction scenario")
+    parser.add_argument("--no-profile", dest="profile", action="store_false",
+                        help="skip the profiled runs (one per guarantee at the first point, with py-spy)")
     parser.add_argument("--stall-timeout-ms", type=int, default=20_000,
                         help="transaction.timeout.ms of the stalling producer (default 20000)")
     parser.add_argument("--seed", type=int, default=1, help="load seed (default 1)")
@@ -75,6 +78,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         args.throughput_events, args.warmup_events, args.reference_seconds, args.tx_records = 3_000, 200, 1.0, [10]
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    if args.profile and args.report_from is None and profile.py_spy() is None:
+        parser.error("py-spy is not installed (scripts/setup installs it): install it, or pass --no-profile")
     if any(ms < 1 or ms * 3 > 900_000 for ms in args.commit_intervals):
         parser.error("--commit-intervals must be between 1 and 300000 ms")
     if any(size > settings.max_event_bytes for size in args.record_sizes):
@@ -154,7 +159,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                         latency_seconds=args.latency_seconds, throughput_events=args.throughput_events,
                         seed=args.seed)
     modes = ["manual"] if args.quick else ["timeout", "manual"]
-    steps = args.repeats * (len(plan) * len(GUARANTEES) + len(args.record_sizes)) + len(modes) * args.long_transaction
+    steps = (args.repeats * (len(plan) * len(GUARANTEES) + len(args.record_sizes)) + len(modes) * args.long_transaction
+             + len(GUARANTEES) * args.profile)
     progress = Progress(steps)
     results: dict[str, Any] = {
         "meta": {
@@ -172,7 +178,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                                   "window_seconds": settings.window_seconds,
                                   "session_timeout_s": settings.session_timeout_s},
         },
-        "pipeline": [], "reference": [], "long_transaction": [], "failures": [],
+        "pipeline": [], "reference": [], "long_transaction": [], "profiles": [], "failures": [],
     }
 
     def save() -> None:
@@ -203,6 +209,19 @@ def main(argv: Optional[list[str]] = None) -> int:
                 progress.done(f"{result['throughput']['drain_events_per_s'] or 0:,.0f} events/s, "
                               f"p50 {result['latency_ms']['p50'] or 0:,.0f} ms, counts match reconcile: "
                               f"{result['counts']['match']}")
+    if args.profile:
+        for guarantee in GUARANTEES:
+            progress.begin(f"profiled run, {guarantee}, {plan[0].label}")
+            try:
+                result = run_point(plan[0], guarantee, workload, work_dir, progress,
+                                   profile_to=args.out / f"profile-{guarantee}.raw")
+            except Exception as exc:
+                results["failures"].append({"profile": guarantee, "error": f"{type(exc).__name__}: {exc}"})
+                progress.done(f"FAILED: {exc}")
+            else:
+                results["profiles"].append(result)
+                progress.done(f"{result['throughput']['drain_events_per_s'] or 0:,.0f} events/s while profiled")
+            save()
     if args.long_transaction:
         for mode in modes:
             progress.begin(f"long transaction, {mode}")

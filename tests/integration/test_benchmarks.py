@@ -56,6 +56,17 @@ def test_reference_lines_are_measured(quick_run):
     assert reference["transactional"] and all(t["transactions"] > 0 for t in reference["transactional"])
 
 
+def test_each_guarantee_has_a_profiled_run_whose_samples_are_the_event_loop_s(quick_run):
+    out, results = quick_run
+    assert sorted(run["guarantee"] for run in results["profiles"]) == ["at_least_once", "exactly_once"]
+    for run in results["profiles"]:
+        sampled = run["profile"]
+        assert sampled["samples"] > 0 and sum(sampled["own"].values()) == pytest.approx(1.0)
+        assert sampled["within"]["agent `ingest`"] > 0  # the agent ran while it was sampled
+        assert run["counts"]["match"] and run["reconcile_ok"]
+    assert "## Where a worker's time goes: a profile" in (out / "report.md").read_text()
+
+
 def test_stalled_transaction_pins_the_lso_until_aborted_by_hand(quick_run):
     _, results = quick_run
     (scenario,) = results["long_transaction"]

@@ -1,0 +1,110 @@
+"""Where a worker's event-loop thread spends its time, sampled from outside with py-spy.
+
+py-spy samples the running worker's stacks (idle ones included, without
+pausing it) into a raw file of ``frame;frame;... count`` lines. Of those, the
+stacks of the main thread, where the worker's event loop runs, are summarised
+two ways: by what the sampled frame's code belongs to (Faust, asyncio, JSON,
+RocksDB, the layer, ...), and by the parts of the pipeline that enclose it
+(each agent, the commit rounds, waiting for I/O).
+"""
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Optional
+
+#: what the innermost Python frame of a sample belongs to, by the start of its file's path
+#: (py-spy names frames ``Class.function (package/file.py:line)``); first match wins
+OWNERS = (
+    ("waiting for I/O (selectors)", "(selectors.py:"),
+    ("the pipeline's agents (agents/)", "(agents/"),
+    ("the exactly-once layer (faust_eos/)", "(faust_eos/"),
+    ("Faust", "(faust/"),
+    ("mode (Faust's services)", "(mode/"),
+    ("asyncio", "(asyncio/"),
+    ("JSON codecs", "json"),
+    ("Kafka clients (aiokafka, confluent-kafka)", "kafka/"),
+    ("logging", "(logging/"),
+)
+#: parts of the pipeline, by a function and its file: a sample counts for each part that encloses it
+PARTS = (
+    ("agent `ingest`", "ingest", "(agents/payments.py:"),
+    ("agent `aggregate`", "aggregate", "(agents/payments.py:"),
+    ("exactly_once commit rounds", "TransactionManager.commit", "(faust_eos/manager.py:"),
+    ("at_least_once commits", "Consumer.commit_to_group", "(faust_eos/consumer.py:"),
+    ("Faust's fetching", "Consumer._drain_messages", "(faust/transport/consumer.py:"),
+    ("waiting for I/O (selectors)", "EpollSelector.select", "(selectors.py:"),
+)
+#: the outermost frame of a stack sampled on the main thread, where the worker's event loop runs
+#: (other threads start in ``Thread._bootstrap``)
+MAIN_THREAD_ROOTS = ("_run_module_as_main ", "<module> ")
+
+
+def py_spy() -> Optional[str]:
+    """The py-spy executable beside this Python, or on the PATH; None if neither."""
+    beside = Path(sys.executable).with_name("py-spy")
+    return str(beside) if beside.exists() else shutil.which("py-spy")
+
+
+class Sampler:
+    """py-spy recording one process until stopped."""
+
+    def __init__(self, pid: int, out: Path, rate_hz: int = 100) -> None:
+        self.out = out
+        self.rate_hz = rate_hz
+        executable = py_spy()
+        if executable is None:
+            raise RuntimeError("py-spy is not installed (pip install py-spy, or scripts/setup)")
+        self._process = subprocess.Popen(
+            [executable, "record", "--pid", str(pid), "--rate", str(rate_hz), "--duration", "3600",
+             "--format", "raw", "--output", str(out), "--idle", "--nonblocking"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+
+    def stop(self, timeout_s: float = 60.0) -> dict:
+        """Stop sampling, and summarise what was sampled (:func:`summarise`)."""
+        self._process.send_signal(signal.SIGINT)  # py-spy writes its file on an interrupt
+        try:
+            _, errors = self._process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            raise RuntimeError(f"py-spy did not stop within {timeout_s:g} s") from None
+        if not self.out.exists():
+            raise RuntimeError(f"py-spy wrote no samples: {errors.strip()[-300:]}")
+        return summarise(self.out.read_text(), self.rate_hz)
+
+
+def summarise(raw: str, rate_hz: int) -> dict:
+    """Shares of the event-loop thread's samples, by owner of the sampled code and by enclosing part."""
+    owners: Counter[str] = Counter()
+    parts: Counter[str] = Counter()
+    total = 0
+    for line in raw.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        frames = stack.split(";")
+        if not count_text.isdigit() or not frames[0].startswith(MAIN_THREAD_ROOTS):
+            continue  # another thread's
+        count = int(count_text)
+        total += count
+        owners[_owner(frames[-1])] += count
+        for name, function, path in PARTS:
+            if any(frame.startswith(f"{function} (") and path in frame for frame in frames):
+                parts[name] += count
+    share = (lambda n: n / total) if total else (lambda n: 0.0)
+    return {
+        "samples": total,
+        "seconds": total / rate_hz,
+        "own": {name: share(n) for name, n in owners.most_common()},
+        "within": {name: share(parts[name]) for name, _, _ in PARTS},
+    }
+
+
+def _owner(frame: str) -> str:
+    for name, marker in OWNERS:
+        if marker in frame:
+            return name
+    return "other"

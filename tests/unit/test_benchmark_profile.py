@@ -1,0 +1,38 @@
+"""The benchmark's profile summary: shares of the event-loop thread's samples, from py-spy's raw format."""
+import pytest
+
+from benchmarks import profile
+
+MAIN = "_run_module_as_main (<frozen runpy>:198);<module> (faust/__main__.py:6);BaseEventLoop.run_forever (asyncio/base_events.py:608)"
+RAW = "\n".join([
+    f"{MAIN};EpollSelector.select (selectors.py:468) 50",
+    f"{MAIN};ingest (agents/payments.py:68);ingest_one (agents/payments.py:80);Store.value_of (faust_eos/store.py:233) 20",
+    f"{MAIN};ingest (agents/payments.py:68);Topic.send (faust_eos/topic.py:70);Record.to_representation (faust/models/record.py:1) 10",
+    f"{MAIN};aggregate (agents/payments.py:97);loads (json/__init__.py:346) 10",
+    f"{MAIN};TransactionManager.commit (faust_eos/manager.py:250);Task.__step (asyncio/tasks.py:267) 10",
+    "Thread._bootstrap (threading.py:1002);CallThread._serve (faust_eos/produce.py:128) 500",  # a producer's thread
+    "Schema.decode.<locals>.<genexpr> (aiokafka/protocol/types.py:203) 7",  # a stack cut short: whose is unknown
+])
+
+
+def test_only_the_event_loop_thread_counts_and_shares_add_up():
+    summary = profile.summarise(RAW, rate_hz=100)
+    assert summary["samples"] == 100 and summary["seconds"] == 1.0
+    assert sum(summary["own"].values()) == pytest.approx(1.0)
+
+
+def test_samples_count_for_the_code_running_and_for_each_part_enclosing_it():
+    summary = profile.summarise(RAW, rate_hz=100)
+    assert summary["own"] == pytest.approx({
+        "waiting for I/O (selectors)": 0.5, "the exactly-once layer (faust_eos/)": 0.2, "Faust": 0.1,
+        "JSON codecs": 0.1, "asyncio": 0.1,
+    })
+    within = summary["within"]
+    assert within["agent `ingest`"] == pytest.approx(0.3) and within["agent `aggregate`"] == pytest.approx(0.1)
+    assert within["exactly_once commit rounds"] == pytest.approx(0.1)
+    assert within["waiting for I/O (selectors)"] == pytest.approx(0.5) and within["at_least_once commits"] == 0
+
+
+def test_nothing_sampled_gives_no_shares():
+    assert profile.summarise("", rate_hz=100) == {"samples": 0, "seconds": 0.0, "own": {}, "within": {
+        name: 0.0 for name, _, _ in profile.PARTS}}
