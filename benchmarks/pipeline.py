@@ -77,6 +77,7 @@ def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, 
     sampler.start()
     warm_seed, latency_seed, throughput_seed = workload.seeds()
     result: dict = {"guarantee": guarantee, "point": asdict(point), "run": name}
+    profiler: Optional[profile.Sampler] = None
     try:
         for _ in range(point.workers):
             run.add_worker()
@@ -99,13 +100,16 @@ def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, 
         throughput_spec = loadgen.LoadSpec(count=workload.throughput_events, seed=throughput_seed,
                                            record_bytes=point.record_bytes)
         progress(f"throughput phase: producing {throughput_spec.count:,} events")
-        sampler = profile.Sampler(pids[0], profile_to) if profile_to is not None else None
+        profiler = profile.Sampler(pids[0], profile_to) if profile_to is not None else None
         throughput_started = time.time()
         throughput_load = run.produce(throughput_spec)
         watcher.wait_for_seed(throughput_seed, throughput_load.by_kind["valid"], workload.drain_timeout_s,
                               lambda done, total: progress(f"throughput phase: {done:,}/{total:,} visible"))
-        if sampler is not None:
-            result["profile"] = sampler.stop()
+        if profiler is not None:
+            try:
+                result["profile"] = profiler.stop()
+            except RuntimeError as exc:  # the run itself is sound: its measurements stand
+                result["profile_error"] = str(exc)
         measured_until = time.time()
         _check_workers(run)
 
@@ -118,6 +122,8 @@ def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, 
         watcher.stop()
         raise
     finally:
+        if profiler is not None:
+            profiler.close()
         progress("stopping workers")
         exit_codes = run.stop_all()
         sampler.stop()

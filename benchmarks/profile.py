@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Optional
@@ -59,23 +60,33 @@ class Sampler:
         executable = py_spy()
         if executable is None:
             raise RuntimeError("py-spy is not installed (pip install py-spy, or scripts/setup)")
+        self._errors = tempfile.TemporaryFile(mode="w+")
         self._process = subprocess.Popen(
             [executable, "record", "--pid", str(pid), "--rate", str(rate_hz), "--duration", "3600",
              "--format", "raw", "--output", str(out), "--idle", "--nonblocking"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.DEVNULL, stderr=self._errors, text=True,
         )
 
     def stop(self, timeout_s: float = 60.0) -> dict:
-        """Stop sampling, and summarise what was sampled (:func:`summarise`)."""
+        """Stop sampling, and summarise what was sampled (:func:`summarise`). Raises RuntimeError if it failed."""
         self._process.send_signal(signal.SIGINT)  # py-spy writes its file on an interrupt
         try:
-            _, errors = self._process.communicate(timeout=timeout_s)
+            self._process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            self._process.kill()
+            self.close()
             raise RuntimeError(f"py-spy did not stop within {timeout_s:g} s") from None
         if not self.out.exists():
-            raise RuntimeError(f"py-spy wrote no samples: {errors.strip()[-300:]}")
+            self._errors.seek(0)
+            raise RuntimeError(f"py-spy wrote no samples: {self._errors.read().strip()[-300:]}")
+        self._errors.close()
         return summarise(self.out.read_text(), self.rate_hz)
+
+    def close(self) -> None:
+        """Stop sampling at once, if it still runs; nothing is summarised."""
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        self._errors.close()
 
 
 def summarise(raw: str, rate_hz: int) -> dict:

@@ -271,6 +271,12 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
            "benchmark's reader saw equal reconcile's counted events and total updates of the same run.")
     yield f"* Reconcile exact (no loss, no duplicate, right totals) in {exact} of {len(runs)} runs."
     yield f"* Workers stopped cleanly (exit code 0) in {clean} of {len(runs)} runs."
+    profiled = results.get("profiles") or []
+    if profiled:
+        sound = sum(1 for r in profiled if r["counts"]["match"] and r["reconcile_ok"]
+                    and all(code == 0 for code in r["exit_codes"].values()))
+        yield (f"* Profiled runs: {sound} of {len(profiled)} matched reconcile, exact, with workers stopped "
+               "cleanly.")
     restarts = sum(r.get("restarted_workers", 0) for r in runs)
     yield (f"* Workers restarted during warm-up after the changelog start-up race (Faust's agent crash-loops with "
            f"`PartitionsMismatch` when it starts before its new changelog topics show in the metadata): {restarts}.")
@@ -286,13 +292,22 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
 
 
 def _profile_section(results: dict) -> Iterable[str]:
-    profiled = {r["guarantee"]: r for r in results.get("profiles") or [] if "profile" in r}
+    runs = results.get("profiles") or []
+    profiled = {r["guarantee"]: r for r in runs if r.get("profile", {}).get("samples")}
+    not_taken = [f"{r['guarantee']}: {r.get('profile_error', 'no samples')}" for r in runs
+                 if r["guarantee"] not in profiled]
+    if not_taken:
+        yield "## Where a worker's time goes: a profile"
+        yield ""
+        yield "Not taken for " + "; ".join(not_taken) + "."
+        yield ""
     if not profiled:
         return
     shown = [g for g in GUARANTEES if g in profiled]
     first = profiled[shown[0]]
-    yield "## Where a worker's time goes: a profile"
-    yield ""
+    if not not_taken:
+        yield "## Where a worker's time goes: a profile"
+        yield ""
     yield (f"One more run per guarantee at {point_label(point_key(first['point']))}, its worker sampled by py-spy "
            f"through the throughput phase (`benchmarks/profile.py`): shares of the event-loop thread's wall-clock "
            "time, idle included. The producers' and the consumer's own threads are not in it. Sampling slows the "

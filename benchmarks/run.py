@@ -220,7 +220,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                 progress.done(f"FAILED: {exc}")
             else:
                 results["profiles"].append(result)
-                progress.done(f"{result['throughput']['drain_events_per_s'] or 0:,.0f} events/s while profiled")
+                progress.done(f"profile not taken: {result['profile_error']}" if "profile_error" in result
+                              else f"{result['throughput']['drain_events_per_s'] or 0:,.0f} events/s while profiled")
             save()
     if args.long_transaction:
         for mode in modes:

@@ -26,6 +26,7 @@ from faust_eos.batches import Batch, BatchRecord, Batches
 from faust_eos.errors import (
     LocalStateNotWritten,
     MissingTopic,
+    OutputNotWritten,
     SendNotCommittable,
     SettingRefused,
     StoreRefused,
@@ -38,6 +39,6 @@ TRANSPORTS.aliases.setdefault("eos", "faust_eos.transport:Transport")
 STORES.aliases.setdefault("eos-rocksdb", "faust_eos.store:Store")
 
 __all__ = [
-    "Batch", "BatchRecord", "Batches", "LocalStateNotWritten", "MissingTopic",
+    "Batch", "BatchRecord", "Batches", "LocalStateNotWritten", "MissingTopic", "OutputNotWritten",
     "SendNotCommittable", "SettingRefused", "StoreRefused", "Sweep", "Table", "Topic",
 ]

@@ -14,13 +14,19 @@ with its input partition and offset as under exactly-once
 
 If step 2 fails, the records are staged again and the offsets stay
 uncommitted: the next commit produces them again (some may then be written
-twice, never lost). A crash between steps 2 and 3 replays events whose records
-may already be written: duplicates, never loss.
+twice, never lost). If a record can never be written (too large, not
+authorised), retrying cannot help: :class:`OutputNotWritten` stops the worker,
+and its events since the last commit are processed again at its next start. A
+crash between steps 2 and 3 replays events whose records may already be
+written: duplicates, never loss.
 
 So at-least-once runs the same staging, producer and batching as exactly-once,
 and the two differ by the transactions alone. Records sent outside any event
-(a timer, a web view) go straight to Faust's producer; a table write outside
-an event waits for the next commit.
+(a timer, a web view, an agent iterating ``stream.take()``) and by
+``send_and_wait`` go straight to Faust's producer; if one of those fails, no
+offset commits any more and the worker stops at its next commit
+(:class:`OutputNotWritten`), as Faust's flush does not report it. A write of an
+``eos-rocksdb://`` table outside an event waits for the next commit.
 """
 from __future__ import annotations
 
@@ -29,11 +35,12 @@ import logging
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from aiokafka.structs import RecordMetadata
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from faust.streams import current_event
 from faust.types import TP
 from faust.types.tuples import FutureMessage
 
+from faust_eos.errors import OutputNotWritten
 from faust_eos.produce import CallThread, produce_all, release
 from faust_eos.staging import (
     UNBOUND,
@@ -53,6 +60,14 @@ log = logging.getLogger(__name__)
 
 #: longest a producer call may take: librdkafka gives up on it after this
 CALL_TIMEOUT_S = 10.0
+#: errors of a record that no retry can write
+UNWRITABLE = {
+    KafkaError.MSG_SIZE_TOO_LARGE,
+    KafkaError.RECORD_LIST_TOO_LARGE,
+    KafkaError.INVALID_RECORD,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError._INVALID_ARG,
+}
 
 
 class PlainProducer:
@@ -60,14 +75,19 @@ class PlainProducer:
 
     def __init__(self, config: dict[str, Any], *, timeout_s: float = CALL_TIMEOUT_S,
                  producer_factory: Callable[[dict[str, Any]], Producer] = Producer) -> None:
-        self._config = config
+        # A record undelivered after one call is given up by librdkafka as well, so a failed
+        # commit's records are not still queued when the next commit produces them again.
+        self._config = {**config, "message.timeout.ms": int(timeout_s * 1000)}
         self._timeout_s = timeout_s
         self._factory = producer_factory
-        self._producer = producer_factory(config)
+        self._producer: Optional[Producer] = producer_factory(self._config)
         self._thread = CallThread("eos-at-least-once")
+        self._closed = False
 
     async def deliver(self, records: Sequence[StagedRecord]) -> list[RecordMetadata]:
         """Produce ``records``; their metadata once each is acknowledged. Raises :class:`KafkaException`."""
+        if self._closed:  # the worker is stopping: what is still held is processed again at its next start
+            raise KafkaException(KafkaError(KafkaError._DESTROY, "the at-least-once producer is closed"))
         return await asyncio.wrap_future(self._thread.submit(self._deliver, records))
 
     def _deliver(self, records: Sequence[StagedRecord]) -> list[RecordMetadata]:
@@ -81,9 +101,14 @@ class PlainProducer:
 
     def close(self) -> None:
         """Drop the producer, on its own thread after any call still running there."""
-        self._thread.submit(release, self._producer)
-        del self._producer
+        self._closed = True
+        self._thread.submit(self._release)
         self._thread.close()
+
+    def _release(self) -> None:
+        """Runs on the producer's thread, after any delivery (which may have replaced the producer)."""
+        producer, self._producer = self._producer, None
+        release(producer)
 
 
 class HeldSends:
@@ -95,7 +120,14 @@ class HeldSends:
         self._producer = producer
         self._on_full = on_full  # starts a commit before the interval ends
         self._max_held = max_held
-        self.started = True  # the same readiness question as the transaction manager's
+        self._output_failure: Optional[BaseException] = None
+
+    def output_failed(self, exc: BaseException) -> None:
+        """A record sent straight to Faust's producer failed: no offset may commit any more."""
+        if self._output_failure is None:
+            log.error("An output record could not be written (%r): the worker stops at its next commit, "
+                      "and its events since the last commit are processed again", exc)
+            self._output_failure = exc
 
     async def send(self, topic: str, key: Optional[bytes], value: Optional[bytes], partition: Optional[int],
                    timestamp: Optional[float], headers: Any) -> CommitFuture:
@@ -129,8 +161,11 @@ class HeldSends:
     async def write_up_to(self, offsets: Mapping[TP, int]) -> None:
         """Produce and store the records of events below ``offsets``, and any table writes made outside events.
 
-        Raises what the producer raises; the records are then held again, for the next commit.
+        Raises what the producer raises; the records are then held again, for the next commit. Raises
+        :class:`OutputNotWritten` if a record can never be written, or one sent straight failed.
         """
+        if self._output_failure is not None:
+            raise OutputNotWritten(f"an output record could not be written: {self._output_failure!r}")
         # 1. The records of the events being committed; a table key's last write only.
         taken: list[tuple[SourceTP, list[StagedRecord]]] = []
         for tp, offset in offsets.items():
@@ -145,9 +180,12 @@ class HeldSends:
         # 2. All of them acknowledged, or all held again.
         try:
             metadata = await self._producer.deliver(to_send)
-        except BaseException:
+        except BaseException as exc:
             for source, partition_records in taken:
                 self.staging.put_back(source, partition_records)
+            if isinstance(exc, KafkaException) and exc.args[0].code() in UNWRITABLE:
+                self.output_failed(exc)
+                raise OutputNotWritten(f"a record cannot be written: {exc.args[0].str()}") from exc
             raise
         # 3. Local state, then the senders; the caller commits the offsets next.
         self.tables.committed(to_send, metadata)

@@ -61,7 +61,7 @@ class Consumer(ConsumerHooks):
     @property
     def held_sends(self) -> HeldSends:
         """Under at-least-once: the records of events waiting for their offsets to commit."""
-        if self._held_sends is None:  # first asked inside an event: every table is declared by then
+        if self._held_sends is None:  # first asked once the worker runs: every table is declared by then
             tables = TableState(self.app.tables.values(), other_stores_allowed=True)
             broker = self.app.conf.broker
             self._held_sends = HeldSends(tables, PlainProducer(producer_config(broker)), self.commit_early,

@@ -14,6 +14,10 @@ class SettingRefused(RuntimeError):
     """A Faust setting would let records bypass the transactions."""
 
 
+class OutputNotWritten(RuntimeError):
+    """Under at-least-once, a record could not be written: its event's offset must not commit, the worker stops."""
+
+
 class LocalStateNotWritten(RuntimeError):
     """A transaction committed, but its table writes could not reach the local store: the worker must stop.
 

@@ -1,11 +1,12 @@
-"""Records waiting for the transaction of the input partition they came from.
+"""Records waiting for the commit of the input partition they came from.
 
-Under exactly-once, nothing an event causes (output records, table changelog
-writes) reaches Kafka before the event is fully processed: it is staged here,
-tagged with the event's topic-partition and offset. A commit of input
-partition ``tp`` up to offset ``n`` then takes exactly the records caused by
-offsets below ``n``, so the transaction that commits those offsets holds all
-of their effects and nothing else.
+Nothing an event causes (output records, table changelog writes) reaches Kafka
+before the event is fully processed: it is staged here, tagged with the
+event's topic-partition and offset. A commit of input partition ``tp`` up to
+offset ``n`` then takes exactly the records caused by offsets below ``n``: under
+exactly-once the transaction that commits those offsets holds all of their
+effects and nothing else; under at-least-once they are all acknowledged before
+the offsets commit (:mod:`faust_eos.at_least_once`).
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def _nothing(metadata: RecordMetadata) -> None:
 
 @dataclass(slots=True)
 class StagedRecord:
-    """One record to produce inside its source partition's transaction."""
+    """One record to produce with its source partition's commit."""
 
     topic: str
     key: Optional[bytes]
@@ -53,7 +54,7 @@ class StagedRecord:
     timestamp_ms: Optional[int]
     headers: Optional[Sequence[tuple[str, bytes]]]
     source_offset: int
-    #: called on the event loop once the transaction holding the record commits;
+    #: called on the event loop once the commit holding the record went through;
     #: a record that is dropped instead never calls it (its event will be
     #: processed again, by this worker or the partition's next owner)
     on_committed: Callable[[RecordMetadata], None] = field(repr=False, default=_nothing)
@@ -173,13 +174,6 @@ def future_resolver(fut: Any) -> Callable[[RecordMetadata], None]:
             fut.message.callback(fut)
 
     return committed
-
-
-def staged_from_future(fut: Any, source_offset: int) -> StagedRecord:
-    """The record of a Faust ``FutureMessage``, resolving the future once durable."""
-    message = fut.message
-    return staged_record(message.channel.get_topic_name(), message.key, message.value, message.partition,
-                         message.timestamp, message.headers, source_offset, future_resolver(fut))
 
 
 class CommitFuture(asyncio.Future):

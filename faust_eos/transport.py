@@ -49,15 +49,17 @@ class Producer(faust_aiokafka.Producer):
     exactly-once; this covers the rest: buffered sends (table changelog writes),
     code that calls ``app.producer`` itself, and at-least-once, where the
     records are held until their event's offset commits (:mod:`faust_eos.at_least_once`).
-    Outside events under at-least-once, a record goes out at once, Faust's way
-    (a table changelog write waits for the next commit).
+    Under at-least-once a record sent outside events, or with ``send_and_wait``,
+    goes out at once, Faust's way (a write of an ``eos-rocksdb://`` table outside
+    an event waits for the next commit).
     """
 
     def send_soon(self, fut: FutureMessage) -> None:
         consumer = self.app.consumer
         if self.app.in_transaction:
             consumer.transactions.stage_future_message(fut)
-        elif current_event() is not None or fut.message.channel.get_topic_name() in self.app.tables.changelog_topics:
+        elif (current_event() is not None
+              or fut.message.channel.get_topic_name() in consumer.held_sends.tables.changelog_topics):
             consumer.held_sends.stage_future_message(fut)
         else:
             super().send_soon(fut)
@@ -68,8 +70,14 @@ class Producer(faust_aiokafka.Producer):
             return await self.app.consumer.transactions.send(topic, key, value, partition, timestamp, headers)
         if current_event() is not None:
             return await self.app.consumer.held_sends.send(topic, key, value, partition, timestamp, headers)
-        return await super().send(topic, key, value, partition, timestamp, headers,
+        sent = await super().send(topic, key, value, partition, timestamp, headers,
                                   transactional_id=transactional_id)
+        sent.add_done_callback(self._note_failed_output)
+        return sent
+
+    def _note_failed_output(self, sent: Any) -> None:
+        if not sent.cancelled() and sent.exception() is not None:
+            self.app.consumer.held_sends.output_failed(sent.exception())
 
     async def send_and_wait(self, topic: str, key: Any, value: Any, partition: Optional[int],
                             timestamp: Optional[float], headers: Any, *,
@@ -77,8 +85,9 @@ class Producer(faust_aiokafka.Producer):
         if self.app.in_transaction:
             return await self.app.consumer.transactions.send_and_wait(topic, key, value, partition, timestamp,
                                                                       headers)
-        return await super().send_and_wait(topic, key, value, partition, timestamp, headers,
-                                           transactional_id=transactional_id)
+        # Under at-least-once even inside an event: the caller waits for the record, so it goes out now.
+        sent = await super().send(topic, key, value, partition, timestamp, headers, transactional_id=transactional_id)
+        return await sent
 
 
 class Transport(faust_aiokafka.Transport):

@@ -15,7 +15,7 @@ import pytest
 from faust.streams import _current_event
 
 from faust_contract_support import worker_app
-from faust_eos.staging import staged_from_future
+from faust_eos.staging import future_resolver, staged_record
 from faust_eos.store import Store
 
 PARTITION = 2
@@ -56,7 +56,9 @@ class Table:
         self.records: list = []
 
         def send_soon(fut: Any) -> None:
-            record = staged_from_future(fut, 0)
+            message = fut.message
+            record = staged_record(message.channel.get_topic_name(), message.key, message.value, message.partition,
+                                   message.timestamp, message.headers, 0, future_resolver(fut))
             self.records.append(record)
             if hold:
                 self.store.hold(record)

@@ -10,6 +10,7 @@ from confluent_kafka import KafkaError, KafkaException
 from faust.types import TP
 
 from faust_eos.at_least_once import HeldSends, PlainProducer
+from faust_eos.errors import OutputNotWritten
 from faust_eos.staging import Source, SourceTP, staged_record
 from tests.unit.fakes import FakeProducer, error
 
@@ -86,6 +87,26 @@ def test_records_that_cannot_be_written_stay_held_for_the_next_commit():
     assert tables.stored == [(b"j=1", 1), (b"k=2", 3)] and len(resolved) == 3
 
 
+def test_a_record_no_retry_can_write_stops_the_worker_with_nothing_committed():
+    delivery = FakeDelivery(failure=KafkaException(error(KafkaError.MSG_SIZE_TOO_LARGE)))
+    sends, tables, resolved = held(delivery)
+    with pytest.raises(OutputNotWritten, match="Message size too large"):
+        asyncio.run(sends.write_up_to({PAYMENTS: 4}))
+    assert tables.stored == [] and resolved == [] and len(sends.staging) == 8
+    delivery.failure = None
+    with pytest.raises(OutputNotWritten):  # nor may a later commit go through
+        asyncio.run(sends.write_up_to({PAYMENTS: 4}))
+
+
+def test_after_a_record_sent_straight_failed_no_commit_goes_through():
+    delivery = FakeDelivery()
+    sends, tables, _ = held(delivery)
+    sends.output_failed(OSError("record too large"))
+    with pytest.raises(OutputNotWritten, match="record too large"):
+        asyncio.run(sends.write_up_to({PAYMENTS: 4}))
+    assert delivery.delivered == [] and tables.stored == []
+
+
 def test_revoked_partitions_release_their_held_records():
     sends, tables, _ = held(FakeDelivery())
     sends.drop({PAYMENTS})
@@ -110,7 +131,16 @@ def test_the_producer_waits_for_every_record_and_gives_their_metadata():
     metadata = asyncio.run(producer.deliver(records))
     assert [md.offset for md in metadata] == [0, 1]
     assert made[0].calls == ["produce", "produce", "flush"]
+    # librdkafka gives a record up no later than a commit does: no stale copy waits in its queue
+    assert made[0].config["message.timeout.ms"] == 10_000
     producer.close()
+
+
+def test_a_closed_producer_refuses_to_deliver_instead_of_waiting_for_ever():
+    producer = PlainProducer({}, producer_factory=FakeProducer)
+    producer.close()
+    with pytest.raises(KafkaException, match="closed"):
+        asyncio.run(producer.deliver([staged_record(OUTPUT, b"k", b"v", None, None, None, 1)]))
 
 
 def test_a_producer_that_failed_for_good_is_replaced_and_the_commit_fails():
