@@ -25,17 +25,19 @@ OWNERS = (
     ("the pipeline's agents (agents/)", "(agents/"),
     ("the exactly-once layer (faust_eos/)", "(faust_eos/"),
     ("Faust", "(faust/"),
+    ("Faust's models (the code they generate)", "(<string>:"),
     ("mode (Faust's services)", "(mode/"),
     ("asyncio", "(asyncio/"),
     ("JSON codecs", "json"),
     ("Kafka clients (aiokafka, confluent-kafka)", "kafka/"),
     ("logging", "(logging/"),
+    ("metrics (prometheus-client)", "(prometheus_client/"),
 )
 #: parts of the pipeline, by a function and its file: a sample counts for each part that encloses it
 PARTS = (
     ("agent `ingest`", "ingest", "(agents/payments.py:"),
     ("agent `aggregate`", "aggregate", "(agents/payments.py:"),
-    ("exactly_once commit rounds", "TransactionManager.commit", "(faust_eos/manager.py:"),
+    ("exactly_once commits (a task per partition)", "PartitionCommits._commit_partition", "(faust_eos/commit.py:"),
     ("at_least_once commits", "Consumer.commit_to_group", "(faust_eos/consumer.py:"),
     ("Faust's fetching", "Consumer._drain_messages", "(faust/transport/consumer.py:"),
     ("waiting for I/O (selectors)", "EpollSelector.select", "(selectors.py:"),
