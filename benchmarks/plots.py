@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from benchmarks.summary import GUARANTEES, SHORT, THROUGHPUT, interval_text, point_label
 
@@ -39,12 +40,21 @@ def write_plots(results: dict, summary: dict, references: dict, plot_dir: Path) 
         ax.set_xlabel("commit interval")
         ax.set_ylabel("events (records) per second")
         ax.set_title(f"Throughput vs commit interval ({point_label(base).split(', ', 1)[1]})")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(plot_dir / "throughput.png", dpi=110)
-        plt.close(fig)
-        plots["throughput"] = "throughput.png"
+        plots["throughput"] = _save(plt, fig, ax, plot_dir, "throughput.png", legend_size=8)
+
+        fig, ax = plt.subplots(figsize=(8, 5))
+        keys = list(summary)
+        for offset, (g, colour) in zip((-0.2, 0.2), zip(GUARANTEES, ("tab:blue", "tab:red"))):
+            spreads = [summary[k][g][THROUGHPUT] for k in keys]
+            med = [s["median"] or 0 for s in spreads]
+            low = [m - (s["min"] or m) for m, s in zip(med, spreads)]
+            high = [(s["max"] or m) - m for m, s in zip(med, spreads)]
+            ax.bar([i + offset for i in range(len(keys))], med, width=0.4, yerr=[low, high], capsize=4,
+                   color=colour, label=g)
+        ax.set_xticks(range(len(keys)), [point_label(k).replace(", ", "\n") for k in keys], fontsize=7)
+        ax.set_ylabel("events per second (drain rate)")
+        ax.set_title("Throughput at every point: commit interval, record size, partitions, workers")
+        plots["points"] = _save(plt, fig, ax, plot_dir, "throughput_by_point.png", legend_size=8)
 
         fig, ax = plt.subplots(figsize=(8, 5))
         styles = {"at_least_once": "--", "exactly_once": "-"}
@@ -57,12 +67,7 @@ def write_plots(results: dict, summary: dict, references: dict, plot_dir: Path) 
         ax.set_xlabel("end-to-end latency, ms (creation → visible to read_committed)")
         ax.set_ylabel("fraction of events")
         ax.set_title("Latency CDFs (median run of each point)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(plot_dir / "latency_cdf.png", dpi=110)
-        plt.close(fig)
-        plots["latency"] = "latency_cdf.png"
+        plots["latency"] = _save(plt, fig, ax, plot_dir, "latency_cdf.png", legend_size=7)
 
     scenarios = results.get("long_transaction") or []
     if scenarios:
@@ -105,3 +110,13 @@ def write_plots(results: dict, summary: dict, references: dict, plot_dir: Path) 
         plt.close(fig)
         plots["lso"] = "lso_lag.png"
     return plots
+
+
+def _save(plt: Any, fig: Any, ax: Any, plot_dir: Path, name: str, *, legend_size: int) -> str:
+    """Grid, legend and layout of a one-axis plot, written to ``plot_dir/name``; returns ``name``."""
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=legend_size)
+    fig.tight_layout()
+    fig.savefig(plot_dir / name, dpi=110)
+    plt.close(fig)
+    return name

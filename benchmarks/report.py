@@ -223,6 +223,9 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     if "throughput" in plots:
         yield f"![throughput vs commit interval]({plots['throughput']})"
         yield ""
+    if "points" in plots:
+        yield f"![throughput at every point]({plots['points']})"
+        yield ""
     if "latency" in plots:
         yield f"![latency CDFs]({plots['latency']})"
         yield ""
