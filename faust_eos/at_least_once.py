@@ -58,8 +58,11 @@ from faust_eos.table_state import TableState
 
 log = logging.getLogger(__name__)
 
-#: longest a producer call may take: librdkafka gives up on it after this
-CALL_TIMEOUT_S = 10.0
+#: longest a producer call may take: librdkafka gives up on it after this. One producer writes
+#: a whole commit round, which under a backlog can hold hundreds of thousands of records.
+CALL_TIMEOUT_S = 30.0
+#: records librdkafka may queue locally (its default, 100,000, is less than one such round)
+QUEUED_RECORDS = 2_000_000
 #: errors of a record that no retry can write
 UNWRITABLE = {
     KafkaError.MSG_SIZE_TOO_LARGE,
@@ -77,7 +80,8 @@ class PlainProducer:
                  producer_factory: Callable[[dict[str, Any]], Producer] = Producer) -> None:
         # A record undelivered after one call is given up by librdkafka as well, so a failed
         # commit's records are not still queued when the next commit produces them again.
-        self._config = {**config, "message.timeout.ms": int(timeout_s * 1000)}
+        self._config = {**config, "message.timeout.ms": int(timeout_s * 1000),
+                        "queue.buffering.max.messages": QUEUED_RECORDS}
         self._timeout_s = timeout_s
         self._factory = producer_factory
         self._producer: Optional[Producer] = producer_factory(self._config)
