@@ -32,6 +32,7 @@ sought back to its resume point to fetch them again.
 """
 from __future__ import annotations
 
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import count
@@ -43,7 +44,7 @@ from faust.types import TP
 @dataclass
 class _Partition:
     next_offset: int  # every offset below was handed out, or holds no record
-    waiting: dict[int, Any] = field(default_factory=dict)  # fetched, not handed out: offset -> record, ascending
+    waiting: deque[Any] = field(default_factory=deque)  # fetched, not handed out: records, ascending offsets
     in_flight: dict[int, Any] = field(default_factory=dict)  # handed out, not processed: offset -> message, ascending
 
 
@@ -113,7 +114,7 @@ class Delivery:
                 _note(partition, batch)
         for tp, partition in self._partitions.items():
             if partition.waiting:
-                offered[tp] = list(partition.waiting.values())
+                offered[tp] = list(partition.waiting)
         return offered, ignored
 
     def admit(self, tp: TP, message: Any, first_offset: Optional[int] = None) -> bool:
@@ -124,13 +125,11 @@ class Delivery:
         """
         partition = self._partitions.get(tp)
         first = message.offset if first_offset is None else first_offset
-        if partition is None or first != next(iter(partition.waiting), None):
+        if partition is None or not partition.waiting or first != partition.waiting[0].offset:
             return False
-        if first == message.offset:
-            del partition.waiting[first]
-        else:
-            partition.waiting = {offset: record for offset, record in partition.waiting.items()
-                                 if offset > message.offset}
+        waiting = partition.waiting
+        while waiting and waiting[0].offset <= message.offset:
+            waiting.popleft()
         partition.next_offset = message.offset + 1
         partition.in_flight[first] = message
         return True
@@ -151,14 +150,16 @@ class Delivery:
 
 
 def _note(partition: _Partition, batch: Sequence[Any]) -> None:
+    """Add a fetch's records of ``partition`` past what was handed out to those waiting."""
+    fresh = [record for record in batch if record.offset >= partition.next_offset]
+    if not fresh:
+        return
     waiting = partition.waiting
-    last = next(reversed(waiting), -1) if waiting else -1
-    in_order = True
-    for record in batch:
-        if record.offset >= partition.next_offset:
-            if record.offset < last and record.offset not in waiting:
-                in_order = False
-            waiting[record.offset] = record
-            last = max(last, record.offset)
-    if not in_order:
-        partition.waiting = dict(sorted(waiting.items()))
+    ascending = all(earlier.offset < later.offset for earlier, later in zip(fresh, fresh[1:]))
+    if ascending and (not waiting or fresh[0].offset > waiting[-1].offset):
+        waiting.extend(fresh)  # the usual case: the records that follow the last one fetched
+        return
+    # records fetched again (a seek, or records Faust dropped): the newest fetch of each offset wins
+    by_offset = {record.offset: record for record in waiting}
+    by_offset.update((record.offset, record) for record in fresh)
+    partition.waiting = deque(by_offset[offset] for offset in sorted(by_offset))
