@@ -37,6 +37,9 @@ Private names used, and why:
   a value as the store and the changelog hold them (:func:`encoded_key`,
   :func:`encoded_value`), and ``_decode_key`` and ``_decode_value``: a stored
   key and value as the table reads them (:func:`decoded_key`, :func:`decoded_value`).
+* a ``faust.Record``'s ``__evaluated_fields__``, set by its generated ``__init__``:
+  left out of a record's state and made anew in a copy (:func:`immutable_state`,
+  :func:`from_state`).
 * a table's ``_on_changelog_event``: whether it was given its own callback
   (:func:`has_changelog_callback`).
 * ``Topic._get_producer`` (overridden through :meth:`TopicHooks.producer_for_sends`):
@@ -45,6 +48,7 @@ Private names used, and why:
 from __future__ import annotations
 
 import importlib.metadata
+import math
 import sys
 from typing import Any, Callable, Iterable, Mapping, MutableMapping, Optional
 
@@ -195,6 +199,52 @@ def decoded_key(store: Any, key: bytes) -> Any:
 def decoded_value(store: Any, value: bytes) -> Any:
     """A stored value as the table sees it."""
     return store._decode_value(value)
+
+
+#: values a copy may share with what it copies: immutable, and JSON gives them back as they were
+_IMMUTABLE = (str, int, float, bool, type(None))
+_EVALUATED = "__evaluated_fields__"
+
+
+def immutable_state(value: Any) -> Optional[tuple[type, Any]]:
+    """What :func:`from_state` needs to make copies of ``value`` without decoding; None if it cannot.
+
+    ``value`` must be a str, int, finite float or bool, or a ``faust.Record``
+    whose attributes all are (or None).
+    """
+    kind = type(value)
+    if kind in _IMMUTABLE:
+        return (kind, value) if _lasting(value) else None
+    if isinstance(value, faust.Record):
+        fields = {name: field for name, field in value.__dict__.items() if name != _EVALUATED}
+        if all(type(field) in _IMMUTABLE and _lasting(field) for field in fields.values()):
+            return kind, fields
+    return None
+
+
+def same_state(one: tuple[type, Any], other: Optional[tuple[type, Any]]) -> bool:
+    """Whether two states are equal, each value of the same type (1, 1.0 and True are not)."""
+    if other is None or one[0] is not other[0]:
+        return False
+    if one[0] in _IMMUTABLE:
+        return one[1] == other[1]
+    return (one[1].keys() == other[1].keys()
+            and all(type(field) is type(other[1][name]) and field == other[1][name] for name, field in one[1].items()))
+
+
+def from_state(state: tuple[type, Any]) -> Any:
+    """A value of its own, equal to the one ``state`` was taken from."""
+    kind, data = state
+    if kind in _IMMUTABLE:
+        return data
+    record = object.__new__(kind)  # as copy.copy makes it, without its generic protocol
+    record.__dict__[_EVALUATED] = set()
+    record.__dict__.update(data)
+    return record
+
+
+def _lasting(value: Any) -> bool:
+    return type(value) is not float or math.isfinite(value)
 
 
 def has_changelog_callback(table: Any) -> bool:

@@ -1,7 +1,9 @@
 """``eos-rocksdb://``: a RocksDB table store that holds only committed state.
 
 A table write under faust-eos lives in memory until the transaction that
-carries its changelog record commits; reads see it at once. After the commit
+carries its changelog record commits; reads see it at once, and get a copy of
+the value written rather than decoding it again, when that value is plain
+enough to copy (:meth:`Store.remember_write`). After the commit
 the partition's writes (the last one per key) go to RocksDB as one write batch,
 together with the checkpoint: the changelog offset that the database now
 reflects. A transaction that aborts, is fenced or is lost just releases its
@@ -72,6 +74,10 @@ class Store(faust_internals.StoreHooks):
         self._preceding: dict[int, dict[int, Sequence[Any]]] = {}
         #: str and bytes keys -> their encoding (other types may be equal yet encode differently: 1 and 1.0)
         self._raw_keys: dict[Any, bytes] = {}
+        #: table partition -> key -> its held record and the state of the value it was written from
+        self._written: dict[int, dict[bytes, tuple[StagedRecord, tuple[type, Any]]]] = {}
+        #: value type -> whether its values decode from their bytes to the state they were written from
+        self._reads_back: dict[type, bool] = {}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -86,6 +92,25 @@ class Store(faust_internals.StoreHooks):
     def hold(self, record: StagedRecord) -> None:
         """Keep ``record``, a changelog record of this table, as the key's value until it commits."""
         self._held.setdefault(record.partition, {})[record.key] = record
+
+    def remember_write(self, partition: int, raw: bytes, value: Any, raw_value: bytes) -> None:
+        """Let reads of key ``raw`` copy ``value``, just written as ``raw_value``, until that write is released.
+
+        Only values :func:`~faust_eos.faust_internals.immutable_state` can copy, of a
+        type whose first value written here decoded back to the same state: a read
+        then gets what decoding would give it, as it does after a restart.
+        """
+        record = self._held.get(partition, {}).get(raw)
+        state = faust_internals.immutable_state(value)
+        if record is None or record.value is not raw_value or state is None:
+            return
+        reads_back = self._reads_back.get(state[0])
+        if reads_back is None:
+            decoded = faust_internals.decoded_value(self, raw_value)
+            reads_back = self._reads_back[state[0]] = faust_internals.same_state(
+                state, faust_internals.immutable_state(decoded))
+        if reads_back:
+            self._written.setdefault(partition, {})[raw] = (record, state)
 
     def held(self) -> int:
         """How many keys wait for their commit."""
@@ -211,6 +236,9 @@ class Store(faust_internals.StoreHooks):
             keys = self._held.get(record.partition)
             if keys is not None and keys.get(record.key) is record:
                 del keys[record.key]
+            written = self._written.get(record.partition)
+            if written is not None and record.key in written and written[record.key][0] is record:
+                del written[record.key]
 
     # -- reads -------------------------------------------------------------------
     def raw_key(self, key: Any) -> bytes:
@@ -232,7 +260,13 @@ class Store(faust_internals.StoreHooks):
         """The table's value of raw key ``raw`` in ``partition``, decoded: its latest write, committed or not; else MISSING."""
         keys = self._held.get(partition)
         record = keys.get(raw) if keys else None
-        value = self.partition_db(partition).get(raw) if record is None else record.value
+        if record is None:
+            value = self.partition_db(partition).get(raw)
+        else:
+            written = self._written.get(partition, {}).get(raw)
+            if written is not None and written[0] is record:
+                return faust_internals.from_state(written[1])
+            value = record.value
         return MISSING if value is None else faust_internals.decoded_value(self, value)
 
     def holds_value(self, partition: int, raw: bytes) -> bool:
@@ -341,6 +375,7 @@ class Store(faust_internals.StoreHooks):
     def rebuild(self, partition: int, why: str) -> None:
         """Delete the local state of ``partition``; a restore rebuilds it from the whole changelog."""
         self._held.pop(partition, None)
+        self._written.pop(partition, None)
         faust_internals.close_table_partition(self, partition)
         shutil.rmtree(self.partition_path(partition), ignore_errors=True)
         log.warning("Rebuilding table %s partition %d from its changelog: %s", self.table.name, partition, why)

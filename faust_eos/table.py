@@ -7,8 +7,10 @@ producer before it is staged, and the store then encodes key and value again.
 Inside an event, on the ``eos-rocksdb://`` store, this table does each once:
 
 * a read encodes the key (remembered for str and bytes keys) and asks the
-  store once; each read decodes a value of its own, as Faust's table does, so
-  a value changed in place but not written back changes nothing;
+  store once; each read gets a value of its own, as from Faust's table, so a
+  value changed in place but not written back changes nothing. A key written
+  since the last commit reads as a copy of the value written, without decoding,
+  when the store can copy it (:meth:`faust_eos.store.Store.remember_write`);
 * a write encodes key and value once and stages the changelog record at once
   with its event, under either guarantee (the partition, and the check that
   the input topic has as many partitions as the changelog, are Faust's own).
@@ -19,19 +21,26 @@ on another store, for windowed tables and for tables with their own
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import faust
 from faust.streams import current_event
 
 from faust_eos.store import MISSING, Store
 
+if TYPE_CHECKING:
+    from faust_eos.at_least_once import HeldSends
+    from faust_eos.manager import TransactionManager
+
+    Staging = Union[TransactionManager, HeldSends]
+
 
 class Table(faust.Table):
     """A Faust table whose reads and writes inside events skip Faust's per-operation machinery."""
 
-    def _fast_partition(self) -> Optional[int]:
-        """The table partition of the event being processed, if this operation may take the short path."""
+    def _fast_path(self) -> Optional[tuple[int, "Staging"]]:
+        """The table partition of the event being processed, and where its writes are staged,
+        if this operation may take the short path."""
         event = current_event()
         if event is None or self.window is not None:  # a table may be windowed after its first use
             return None
@@ -41,52 +50,53 @@ class Table(faust.Table):
                 isinstance(self.data, Store) and self.schema is None and not self.use_partitioner
                 and not self.is_global
             )
-        if not short or self.app.consumer.staging_for_sends() is None:
-            return None
-        return event.message.partition
+        staging = self.app.consumer.staging_for_sends() if short else None
+        return None if staging is None else (event.message.partition, staging)
 
     def __getitem__(self, key: Any) -> Any:
-        partition = self._fast_partition()
-        if partition is None:
+        fast = self._fast_path()
+        if fast is None:
             return super().__getitem__(key)
-        value = self._read(partition, key)
+        value = self._read(fast[0], key)
         return self.__missing__(key) if value is MISSING else value
 
     def get(self, key: Any, default: Any = None) -> Any:
-        partition = self._fast_partition()
-        if partition is None:
+        fast = self._fast_path()
+        if fast is None:
             return super().get(key, default)
-        value = self._read(partition, key)
+        value = self._read(fast[0], key)
         if value is not MISSING:
             return value
         # as Faust's Mapping.get: a missing key reads as the table's default, if it has one
         return self.__missing__(key) if self.default is not None else default
 
     def __contains__(self, key: object) -> bool:
-        partition = self._fast_partition()
-        if partition is None:
+        fast = self._fast_path()
+        if fast is None:
             return super().__contains__(key)
-        return self.data.holds_value(partition, self.data.raw_key(key))
+        return self.data.holds_value(fast[0], self.data.raw_key(key))
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        if self._fast_partition() is None:
+        fast = self._fast_path()
+        if fast is None:
             return super().__setitem__(key, value)
-        self._stage(key, self.data.raw_value(value))
+        raw_key, raw_value = self.data.raw_key(key), self.data.raw_value(value)
+        self._stage(fast[1], key, raw_key, raw_value)
+        self.data.remember_write(fast[0], raw_key, value, raw_value)
         self.app.sensors.on_table_set(self, key, value)
 
     def __delitem__(self, key: Any) -> None:
-        if self._fast_partition() is None:
+        fast = self._fast_path()
+        if fast is None:
             return super().__delitem__(key)
-        self._stage(key, None)  # as Faust's table: a tombstone whether or not the key is there
+        self._stage(fast[1], key, self.data.raw_key(key), None)  # as Faust's: a tombstone whether or not the key is there
         self.app.sensors.on_table_del(self, key)
 
     def _read(self, partition: int, key: Any) -> Any:
         self.app.sensors.on_table_get(self, key)
         return self.data.value_of(partition, self.data.raw_key(key))
 
-    def _stage(self, key: Any, raw_value: Optional[bytes]) -> None:
+    def _stage(self, staging: "Staging", key: Any, raw_key: bytes, raw_value: Optional[bytes]) -> None:
         """Stage the changelog record of a write (``raw_value`` None: a delete) with the event being processed."""
-        self.app.consumer.staging_for_sends().stage(
-            self.changelog_topic.get_topic_name(), self.data.raw_key(key), raw_value, self.partition_for_key(key),
-            None, None, None,
-        )
+        staging.stage(self.changelog_topic.get_topic_name(), raw_key, raw_value, self.partition_for_key(key),
+                      None, None, None)

@@ -15,6 +15,7 @@ import faust
 import pytest
 from aiokafka.structs import RecordMetadata
 from faust.exceptions import PartitionsMismatch
+from faust.models.fields import StringField
 from faust.streams import _current_event
 from faust.types import TP
 
@@ -114,6 +115,69 @@ def test_a_write_reads_back_before_and_after_its_commit_each_read_a_value_of_its
         assert table.data.partition_db(2).get(table.data.raw_key("m1")) is not None
 
     run(tmp_path, scenario)
+
+
+def test_a_value_changed_in_place_after_its_write_still_reads_as_written(tmp_path):
+    async def scenario(app, table, transactions) -> None:
+        total = Total("m1", 5)
+        with inside_event(offset=7):
+            table["m1"] = total
+            total.cents = 99  # never written back
+            assert table["m1"] == Total("m1", 5)
+        committed(transactions, offset=8)
+        with inside_event(offset=8):
+            assert table["m1"] == Total("m1", 5)
+
+    run(tmp_path, scenario)
+
+
+def test_a_key_written_since_the_last_commit_reads_as_a_copy_without_decoding(tmp_path, monkeypatch):
+    decoded: list = []
+
+    async def scenario(app, table, transactions) -> None:
+        with inside_event(offset=7):
+            table["m1"] = Total("m1", 5)  # the first write of a type decodes once, to check it reads back
+            table["m1"] = Total("m1", 6)
+            decode = table.data._decode_value
+            monkeypatch.setattr(table.data, "_decode_value", lambda raw: decoded.append(raw) or decode(raw))
+            reads = [table["m1"], table.get("m1")]
+        assert reads == [Total("m1", 6)] * 2 and reads[0] is not reads[1]
+        assert decoded == []
+        committed(transactions, offset=8)
+        with inside_event(offset=8):
+            assert table["m1"] == Total("m1", 6)  # committed: read from RocksDB, decoded
+        assert len(decoded) == 1
+
+    run(tmp_path, scenario)
+
+
+class Noted(faust.Record, serializer="json"):
+    merchant_id: str
+    note: str = StringField(required=False, default="", exclude=True)  # never encoded
+
+
+def test_a_value_whose_encoding_leaves_something_out_reads_as_decoded_before_and_after_its_commit(tmp_path):
+    async def scenario(app, table, transactions) -> None:
+        with inside_event(offset=7):
+            table["m1"] = Noted("m1", note="kept in memory only")
+            assert table["m1"] == Noted("m1") and table["m1"].note == ""
+        committed(transactions, offset=8)
+        with inside_event(offset=8):
+            assert table["m1"].note == ""
+
+    run(tmp_path, scenario, value_type=Noted)
+
+
+def test_plain_values_read_back_as_written_and_numbers_keep_their_type(tmp_path):
+    async def scenario(app, table, transactions) -> None:
+        with inside_event(offset=7):
+            for key, value in (("f", 1.5), ("i", 2), ("s", "x"), ("b", True), ("n", float("nan"))):
+                table[key] = value
+            table["f"] = 2.0
+            assert [type(table[k]) for k in ("f", "i", "s", "b")] == [float, int, str, bool]
+            assert (table["f"], table["i"], table["s"], table["b"]) == (2.0, 2, "x", True)
+
+    run(tmp_path, scenario, value_type=None)
 
 
 def test_under_at_least_once_a_write_is_held_with_its_event_and_reads_back_until_and_after_its_commit(tmp_path):
