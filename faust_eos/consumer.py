@@ -5,10 +5,12 @@ with delivery decided by :class:`faust_eos.delivery.Delivery`, input partitions
 positioned at their stable committed offsets, restores that end at each
 changelog's last committed record and reach Faust's recovery one fetched
 batch at a time, input batches for agents that take them whole
-(:mod:`faust_eos.batches`), and a commit of what it holds before partitions move.
+(:mod:`faust_eos.batches`), a commit of what it holds before partitions move,
+and no new input handed out while ``max_uncommitted_records`` wait for their commit.
 """
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import logging
 from typing import Any, AsyncIterator, Iterable, Mapping, Optional, Set, Union
@@ -57,6 +59,8 @@ class Consumer(ConsumerHooks):
         self._batch_restoring_stores: Optional[dict[str, Store]] = None
         #: topic -> records per batch, None if handed out one by one (see _condensed)
         self._batched_topics: dict[str, Optional[int]] = {}
+        self._max_uncommitted = max_uncommitted_records(self.app.conf.broker)
+        self._commit_ended = asyncio.Event()  # set as each commit ends: there may be room again
 
     @property
     def held_sends(self) -> HeldSends:
@@ -113,10 +117,35 @@ class Consumer(ConsumerHooks):
         return accepted
 
     async def force_commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
-        committed = await super().force_commit(topics, start_new_transaction=start_new_transaction)
-        if self.in_transaction:
-            await self.transactions.commit_outside_events(self.delivery.committable)
+        try:
+            committed = await super().force_commit(topics, start_new_transaction=start_new_transaction)
+            if self.in_transaction:
+                await self.transactions.commit_outside_events(self.delivery.committable)
+        finally:
+            self._commit_ended.set()
         return committed
+
+    def uncommitted_records(self) -> int:
+        """How many records (outputs and table writes) wait for their commit."""
+        if self.in_transaction:
+            return len(self.transactions.staging)
+        return len(self._held_sends.staging) if self._held_sends is not None else 0
+
+    async def _wait_for_room(self) -> None:
+        """While ``max_uncommitted_records`` wait for their commit, hand out no new input: commit first.
+
+        The agents go on with what they were handed, so the events whose records
+        wait can finish and commit. Memory stays bounded however far the agents
+        could run ahead of the commits. A rebalance or a stop ends the wait.
+        """
+        while (self.uncommitted_records() >= self._max_uncommitted and self.app.flow_control.is_active()
+               and not self.should_stop):
+            self.commit_early()
+            self._commit_ended.clear()
+            try:
+                await asyncio.wait_for(self._commit_ended.wait(), timeout=1.0)
+            except asyncio.TimeoutError:
+                pass  # look at the flow and the count again
 
     async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
         # Faust forgets revoked partitions' processed-but-uncommitted offsets,
@@ -180,7 +209,12 @@ class Consumer(ConsumerHooks):
     async def _admitted(self, fetched: AsyncIterator[tuple[TP, Any]]) -> AsyncIterator[tuple[TP, Any]]:
         changelogs = self.app.tables.changelog_topics
         async for tp, message in fetched:
-            if tp.topic in changelogs or self._admit(tp, message):
+            if tp.topic in changelogs:
+                yield tp, message
+                continue
+            if self.uncommitted_records() >= self._max_uncommitted:
+                await self._wait_for_room()
+            if self._admit(tp, message):
                 yield tp, message
 
     def _admit(self, tp: TP, message: Any) -> bool:

@@ -38,7 +38,7 @@ from faust_eos.transaction import PartitionTransaction, TransactionStuck, transa
 log = logging.getLogger(__name__)
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
-DEFAULT_MAX_UNCOMMITTED_RECORDS = 100_000
+DEFAULT_MAX_UNCOMMITTED_RECORDS = 20_000
 
 
 class TransactionManager(FaustTransactionManager):

@@ -13,11 +13,10 @@ from faust_eos.faust_internals import ConsumerHooks
 ORDERS = TP("orders", 0)
 
 
-def worker_app(processing_guarantee: str = "exactly_once", **settings: Any) -> faust.App:
+def worker_app(processing_guarantee: str = "exactly_once", broker: str = "eos://localhost:9092",
+               **settings: Any) -> faust.App:
     """An app on ``eos://`` (exactly_once unless told) as a worker sees it: ``in_worker`` set, never started."""
-    app = faust.App(
-        "contract", broker="eos://localhost:9092", processing_guarantee=processing_guarantee, **settings
-    )
+    app = faust.App("contract", broker=broker, processing_guarantee=processing_guarantee, **settings)
     app.in_worker = True
     return app
 

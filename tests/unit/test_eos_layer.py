@@ -54,8 +54,8 @@ def test_a_bad_transaction_timeout_is_refused_with_its_value(value):
         transaction_timeout_ms(broker_urls(f"eos://localhost:9092?transaction_timeout_ms={value}"))
 
 
-def test_the_uncommitted_records_limit_defaults_to_a_hundred_thousand_and_is_read_from_the_broker_url():
-    assert max_uncommitted_records(broker_urls("eos://localhost:9092")) == DEFAULT_MAX_UNCOMMITTED_RECORDS == 100_000
+def test_the_uncommitted_records_limit_defaults_to_twenty_thousand_and_is_read_from_the_broker_url():
+    assert max_uncommitted_records(broker_urls("eos://localhost:9092")) == DEFAULT_MAX_UNCOMMITTED_RECORDS == 20_000
     assert max_uncommitted_records(broker_urls("eos://localhost:9092?max_uncommitted_records=500")) == 500
     with pytest.raises(ValueError, match="max_uncommitted_records='lots'"):
         max_uncommitted_records(broker_urls("eos://localhost:9092?max_uncommitted_records=lots"))
