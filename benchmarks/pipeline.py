@@ -102,6 +102,7 @@ def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, 
         progress(f"throughput phase: producing {throughput_spec.count:,} events")
         profiler = profile.Sampler(pids[0], profile_to) if profile_to is not None else None
         throughput_started = time.time()
+        cpu_at_backlog = {pid: cpu_seconds(pid) for pid in pids}
         throughput_load = run.produce(throughput_spec)
         watcher.wait_for_seed(throughput_seed, throughput_load.by_kind["valid"], workload.drain_timeout_s,
                               lambda done, total: progress(f"throughput phase: {done:,}/{total:,} visible"))
@@ -111,6 +112,7 @@ def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, 
             except RuntimeError as exc:  # the run itself is sound: its measurements stand
                 result["profile_error"] = str(exc)
         measured_until = time.time()
+        drain_cores = [(cpu_seconds(pid) - cpu_at_backlog[pid]) / (measured_until - throughput_started) for pid in pids]
         _check_workers(run)
 
         inputs = latency_load.produced + throughput_load.produced
@@ -158,6 +160,9 @@ def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, 
         },
         "cpu": {
             "worker_s_per_1k_events": worker_cpu / inputs * 1000,
+            # cores each worker kept busy from the backlog's first event to its last update:
+            # near 1.0, a worker is bound by its one event-loop thread (and the GIL)
+            "worker_cores_while_draining": max(drain_cores),
             "broker_s_per_1k_events": broker_cpu / inputs * 1000 if broker_cpu is not None else None,
             "input_records": inputs,
             "seconds": span,

@@ -1,7 +1,6 @@
 """Where a worker's event-loop thread spends its time, sampled from outside with py-spy.
 
-py-spy samples the running worker's stacks (idle ones included, without
-pausing it) into a raw file of ``frame;frame;... count`` lines. Of those, the
+py-spy samples the running worker's stacks (idle ones included) into a raw file of ``frame;frame;... count`` lines. Of those, the
 stacks of the main thread, where the worker's event loop runs, are summarised
 two ways: by what the sampled frame's code belongs to (Faust, asyncio, JSON,
 RocksDB, the layer, ...), and by the parts of the pipeline that enclose it
@@ -65,7 +64,9 @@ class Sampler:
         self._errors = tempfile.TemporaryFile(mode="w+")
         self._process = subprocess.Popen(
             [executable, "record", "--pid", str(pid), "--rate", str(rate_hz), "--duration", "3600",
-             "--format", "raw", "--output", str(out), "--idle", "--nonblocking"],
+             "--format", "raw", "--output", str(out), "--idle"],
+            # Not --nonblocking: without pausing the worker, samples of a busy thread are often cut
+            # short (no root frame) or lost, while idle ones are whole: idle time was over-counted.
             stdout=subprocess.DEVNULL, stderr=self._errors, text=True,
         )
 

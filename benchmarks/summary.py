@@ -43,7 +43,7 @@ def summarise(results: dict) -> dict:
     metrics = [THROUGHPUT, "latency_ms.p50", "latency_ms.p95", "latency_ms.p99",
                "latency_ms.max", "commits.p50_ms", "commits.p99_ms", "commits.rounds_per_s",
                "commits.partition_commits_per_s", "cpu.worker_s_per_1k_events", "cpu.broker_s_per_1k_events",
-               "worker_peak_rss_mb", "lso_lag.max_records", "lso_lag.mean_records"]
+               "cpu.worker_cores_while_draining", "worker_peak_rss_mb", "lso_lag.max_records", "lso_lag.mean_records"]
     summary = {}
     for key, runs in sorted(by_point.items()):
         entry: dict[str, Any] = {g: {m: stats.spread([get(r, m) for r in runs.get(g, [])]) for m in metrics}
