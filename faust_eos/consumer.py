@@ -61,6 +61,7 @@ class Consumer(ConsumerHooks):
         self._batched_topics: dict[str, Optional[int]] = {}
         self._max_uncommitted = max_uncommitted_records(self.app.conf.broker)
         self._commit_ended = asyncio.Event()  # set as each commit ends: there may be room again
+        self._no_wait_until = 0.0  # loop time before which input is handed out even at the limit
 
     @property
     def held_sends(self) -> HeldSends:
@@ -135,17 +136,27 @@ class Consumer(ConsumerHooks):
         """While ``max_uncommitted_records`` wait for their commit, hand out no new input: commit first.
 
         The agents go on with what they were handed, so the events whose records
-        wait can finish and commit. Memory stays bounded however far the agents
-        could run ahead of the commits. A rebalance or a stop ends the wait.
+        wait can finish and commit, and memory stays bounded however far the agents
+        could run ahead of the commits. A commit that commits nothing (its events
+        still run, or it failed: a failed partition is committed again only once it
+        has a new offset) ends the wait, and the next one waits no sooner than a
+        commit interval later. A rebalance or a stop ends it too.
         """
+        loop = self.loop
+        if loop.time() < self._no_wait_until:
+            return
         while (self.uncommitted_records() >= self._max_uncommitted and self.app.flow_control.is_active()
                and not self.should_stop):
+            committed_before = self.partitions_committed
             self.commit_early()
             self._commit_ended.clear()
             try:
-                await asyncio.wait_for(self._commit_ended.wait(), timeout=1.0)
+                await asyncio.wait_for(self._commit_ended.wait(), timeout=self.commit_interval)
             except asyncio.TimeoutError:
-                pass  # look at the flow and the count again
+                continue  # a long commit: look at the flow and the count again
+            if self.partitions_committed == committed_before:
+                self._no_wait_until = loop.time() + self.commit_interval
+                return
 
     async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
         # Faust forgets revoked partitions' processed-but-uncommitted offsets,

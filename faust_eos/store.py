@@ -92,6 +92,9 @@ class Store(faust_internals.StoreHooks):
     def hold(self, record: StagedRecord) -> None:
         """Keep ``record``, a changelog record of this table, as the key's value until it commits."""
         self._held.setdefault(record.partition, {})[record.key] = record
+        written = self._written.get(record.partition)
+        if written is not None:
+            written.pop(record.key, None)  # an earlier write's: this one replaces it, and may never be released
 
     def remember_write(self, partition: int, raw: bytes, value: Any, raw_value: bytes) -> None:
         """Let reads of key ``raw`` copy ``value``, just written as ``raw_value``, until that write is released.

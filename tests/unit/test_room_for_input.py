@@ -1,9 +1,9 @@
 """While max_uncommitted_records wait for their commit, the consumer hands out no new input.
 
 The agents go on with what they hold, so the events whose records wait can
-finish and commit; each commit that ends lets the consumer look again. A real
-faust-eos consumer (no broker), its count of waiting records and its commits
-stood in for.
+finish and commit; each commit that ends lets the consumer look again, and one
+that commits nothing ends the wait. A real faust-eos consumer (no broker), its
+count of waiting records and its commits stood in for.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 from faust.types import TP
 
 from faust_contract_support import worker_app
+from faust_eos.faust_internals import ConsumerHooks
 
 PAYMENTS = TP("payments", 0)
 
@@ -46,8 +47,9 @@ class Handing:
         async for _, message in self.consumer._admitted(fetched(*offsets)):
             self.handed_out.append(message.offset)
 
-    def commit_ends(self, waiting: int) -> None:
+    def commit_ends(self, waiting: int, partitions_committed: int = 1) -> None:
         self.waiting = waiting
+        self.consumer.partitions_committed += partitions_committed
         self.consumer._commit_ended.set()
 
 
@@ -60,6 +62,11 @@ async def until(condition: Any, turns: int = 10_000) -> None:
     raise AssertionError(f"still not so after {turns} turns of the event loop")
 
 
+async def finished(task: "asyncio.Future[None]") -> None:
+    """Wait for ``task``; fail rather than hang if it never ends."""
+    await asyncio.wait_for(task, timeout=30)
+
+
 @pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
 def test_at_the_limit_nothing_more_is_handed_out_and_a_commit_starts_until_one_makes_room(guarantee):
     async def scenario() -> None:
@@ -68,7 +75,7 @@ def test_at_the_limit_nothing_more_is_handed_out_and_a_commit_starts_until_one_m
         await until(lambda: handing.early_commits == 1)
         assert handing.handed_out == []
         handing.commit_ends(waiting=9)
-        await task
+        await finished(task)
         assert handing.handed_out == [5, 6]
 
     asyncio.run(scenario())
@@ -92,7 +99,7 @@ def test_a_commit_that_leaves_the_limit_reached_starts_another_before_anything_i
         await until(lambda: handing.early_commits == 2)
         assert handing.handed_out == []
         handing.commit_ends(waiting=0)
-        await task
+        await finished(task)
         assert handing.handed_out == [5]
 
     asyncio.run(scenario())
@@ -106,8 +113,44 @@ def test_a_rebalance_ends_the_wait_and_the_delivery_ledger_decides_what_goes():
         task = asyncio.ensure_future(handing.hand_out(5))
         await until(lambda: handing.early_commits == 1)
         handing.app.flow_control.suspend()
-        handing.consumer._commit_ended.set()
-        await task
+        handing.commit_ends(waiting=10)
+        await finished(task)
         assert handing.handed_out == [] and refused == [5]
+
+    asyncio.run(scenario())
+
+
+def test_a_commit_that_commits_nothing_ends_the_wait_and_the_next_waits_a_commit_interval_later():
+    async def scenario() -> None:
+        handing = Handing("exactly_once", limit=10, waiting=10)
+        first = asyncio.ensure_future(handing.hand_out(5))
+        await until(lambda: handing.early_commits == 1)
+        handing.commit_ends(waiting=10, partitions_committed=0)  # failed, or its events still run
+        await finished(first)
+        assert handing.handed_out == [5]
+        await handing.hand_out(6)  # within the commit interval: no wait
+        assert handing.handed_out == [5, 6] and handing.early_commits == 1
+        handing.consumer._no_wait_until = handing.consumer.loop.time()  # the interval has passed
+        later = asyncio.ensure_future(handing.hand_out(7))
+        await until(lambda: handing.early_commits == 2)
+        assert handing.handed_out == [5, 6]
+        handing.commit_ends(waiting=0)
+        await finished(later)
+
+    asyncio.run(scenario())
+
+
+def test_every_commit_that_ends_tells_a_waiting_consumer_to_look_again_even_one_that_raised(monkeypatch):
+    async def failing_commit(*args: Any, **kwargs: Any) -> bool:
+        raise RuntimeError("broker away")
+
+    monkeypatch.setattr(ConsumerHooks, "force_commit", failing_commit, raising=False)  # Faust's own commit, below ours
+
+    async def scenario() -> None:
+        consumer = worker_app().consumer
+        consumer._commit_ended.clear()
+        with pytest.raises(RuntimeError):
+            await consumer.force_commit()
+        assert consumer._commit_ended.is_set()
 
     asyncio.run(scenario())
