@@ -106,13 +106,14 @@ def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, 
         throughput_load = run.produce(throughput_spec)
         watcher.wait_for_seed(throughput_seed, throughput_load.by_kind["valid"], workload.drain_timeout_s,
                               lambda done, total: progress(f"throughput phase: {done:,}/{total:,} visible"))
+        drained_in = time.time() - throughput_started
+        drain_cores = [(cpu_seconds(pid) - cpu_at_backlog[pid]) / drained_in for pid in pids]
         if profiler is not None:
             try:
                 result["profile"] = profiler.stop()
             except RuntimeError as exc:  # the run itself is sound: its measurements stand
                 result["profile_error"] = str(exc)
         measured_until = time.time()
-        drain_cores = [(cpu_seconds(pid) - cpu_at_backlog[pid]) / (measured_until - throughput_started) for pid in pids]
         _check_workers(run)
 
         inputs = latency_load.produced + throughput_load.produced
@@ -160,8 +161,8 @@ def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, 
         },
         "cpu": {
             "worker_s_per_1k_events": worker_cpu / inputs * 1000,
-            # cores each worker kept busy from the backlog's first event to its last update:
-            # near 1.0, a worker is bound by its one event-loop thread (and the GIL)
+            # cores a worker kept busy (all its threads) from the backlog's first event to its last
+            # update: near 1.0 it is bound by one core, as Python runs one thread at a time
             "worker_cores_while_draining": max(drain_cores),
             "broker_s_per_1k_events": broker_cpu / inputs * 1000 if broker_cpu is not None else None,
             "input_records": inputs,

@@ -233,7 +233,8 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     yield "## Commits, CPU, memory, LSO lag"
     yield ""
     yield ("Worker cores while draining: the CPU a worker used from the backlog's first event to its last update, "
-           "over that time. Near 1.0 the worker is bound by its event-loop thread: Python runs one thread at a time.")
+           "over that time, all its threads counted. Near 1.0 it is bound by one core: Python runs one thread at a time, "
+           "and the event-loop thread does most of the work.")
     yield ""
     yield ("| point | guarantee | commit p50 / p99 ms | commit rounds/s | partition commits/s | worker CPU s/1k | "
            "worker cores while draining | broker CPU s/1k | worker peak RSS MiB | LSO lag max / mean records |")
