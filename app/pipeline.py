@@ -15,7 +15,8 @@ from config import settings
 settings.data_dir.mkdir(parents=True, exist_ok=True)
 app = faust.App(
     settings.app_id,
-    broker=f"eos://{settings.bootstrap_servers}?transaction_timeout_ms={settings.transaction_timeout_ms}",
+    broker=(f"eos://{settings.bootstrap_servers}?transaction_timeout_ms={settings.transaction_timeout_ms}"
+            f"&max_uncommitted_records={settings.max_uncommitted_records}"),
     processing_guarantee=settings.processing_guarantee,
     broker_commit_interval=settings.commit_interval_ms / 1000,
     store="eos-rocksdb://",

@@ -46,6 +46,7 @@ class Settings:
     processing_guarantee: str  # PROCESSING_GUARANTEE: exactly_once | at_least_once
     commit_interval_ms: int  # COMMIT_INTERVAL_MS: how often offsets/transactions commit
     transaction_timeout_ms: int  # TRANSACTION_TIMEOUT_MS
+    max_uncommitted_records: int  # MAX_UNCOMMITTED_RECORDS: records waiting for their commit at which input pauses
     partitions: int  # PARTITIONS: of payments, the repartition topic and tables
     dedup_retention_days: float  # DEDUP_RETENTION_DAYS: how long event_ids are remembered
     window_seconds: int  # WINDOW_SECONDS: tumbling window size
@@ -171,6 +172,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         ),
         commit_interval_ms=_read(env, "COMMIT_INTERVAL_MS", 100, _positive_int, "milliseconds, e.g. 100"),
         transaction_timeout_ms=_read(env, "TRANSACTION_TIMEOUT_MS", 60_000, _positive_int, "milliseconds, e.g. 60000"),
+        max_uncommitted_records=_read(env, "MAX_UNCOMMITTED_RECORDS", 20_000, _positive_int, "a count of records, e.g. 20000"),
         partitions=_read(env, "PARTITIONS", 6, _positive_int, "a partition count, e.g. 6"),
         dedup_retention_days=_read(env, "DEDUP_RETENTION_DAYS", 7.0, _positive_float, "days, e.g. 7"),
         window_seconds=window_seconds,

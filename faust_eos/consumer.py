@@ -22,7 +22,7 @@ from faust.streams import current_event
 from faust.tables.recovery import RebalanceAgain
 from faust.types import TP
 
-from faust_eos import faust_internals
+from faust_eos import faust_internals, metrics
 from faust_eos.at_least_once import HeldSends, PlainProducer
 from faust_eos.batches import Batch, batch_records, batched_topics
 from faust_eos.delivery import Delivery
@@ -145,6 +145,13 @@ class Consumer(ConsumerHooks):
         loop = self.loop
         if loop.time() < self._no_wait_until:
             return
+        started = loop.time()
+        try:
+            await self._until_room(loop)
+        finally:
+            metrics.input_paused.inc(loop.time() - started)
+
+    async def _until_room(self, loop: asyncio.AbstractEventLoop) -> None:
         while (self.uncommitted_records() >= self._max_uncommitted and self.app.flow_control.is_active()
                and not self.should_stop):
             committed_before = self.partitions_committed

@@ -16,6 +16,10 @@ commit_duration = Histogram(
     "Duration of one partition's transaction: begin, produce, flush, send offsets, commit (failed ones included)",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
 )
+input_paused = Counter(
+    "faust_eos_input_paused_seconds_total",
+    "Seconds no input was handed to the agents because max_uncommitted_records waited for their commit",
+)
 entries_swept = Counter(
     "faust_eos_table_entries_swept_total", "Table entries a sweep found expired and deleted (before their commit)",
     ["table"],

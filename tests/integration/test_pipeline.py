@@ -8,6 +8,7 @@ import pytest
 
 from app.loadgen import LoadSpec
 from tools.workers import wait_for
+from worker_metrics import scrape, value
 
 GUARANTEES = ["exactly_once", "at_least_once"]
 DRAIN_S = 180  # generous: the machine is shared; this bounds a hang, it is not a timing check
@@ -30,6 +31,20 @@ def test_duplicates_and_bad_records_reconcile_exactly(pipeline, guarantee):
     assert_reconciled(report)
     assert report["counted_events"] == load.by_kind["valid"]
     assert report["dead_letters"] == sum(n for kind, n in load.by_kind.items() if kind not in ("valid", "duplicate"))
+    assert run.stop_all() == {"worker-0": 0}
+
+
+@pytest.mark.parametrize("guarantee", GUARANTEES)
+def test_a_backlog_far_above_max_uncommitted_records_pauses_input_and_reconciles_exactly(pipeline, guarantee):
+    run = pipeline(guarantee, MAX_UNCOMMITTED_RECORDS="300")
+    load = run.produce(LoadSpec(count=6_000, seed=12))
+    worker = run.add_worker()
+
+    report = run.reconcile(wait_s=DRAIN_S)
+
+    assert_reconciled(report)
+    assert report["counted_events"] == load.by_kind["valid"]
+    assert value(scrape(worker), "faust_eos_input_paused_seconds_total") > 0
     assert run.stop_all() == {"worker-0": 0}
 
 

@@ -10,6 +10,7 @@ def test_defaults_use_the_local_broker_with_exactly_once():
     assert s.bootstrap_servers == "localhost:9092"
     assert s.processing_guarantee == "exactly_once" and s.exactly_once
     assert (s.partitions, s.commit_interval_ms, s.transaction_timeout_ms) == (6, 100, 60_000)
+    assert s.max_uncommitted_records == 20_000
     assert (s.max_event_bytes, s.max_amount_cents, s.window_seconds) == (4096, 100_000_000, 60)
     assert s.input_topic == "payments" and s.dlq_topic == "payments-dlq"
     assert s.profile == "local"
