@@ -62,6 +62,7 @@ class Consumer(ConsumerHooks):
         self._max_uncommitted = max_uncommitted_records(self.app.conf.broker)
         self._commit_ended = asyncio.Event()  # set as each commit ends: there may be room again
         self._no_wait_until = 0.0  # loop time before which input is handed out even at the limit
+        self._commits_begun = 0
 
     @property
     def held_sends(self) -> HeldSends:
@@ -118,6 +119,7 @@ class Consumer(ConsumerHooks):
         return accepted
 
     async def force_commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
+        self._commits_begun += 1
         try:
             committed = await super().force_commit(topics, start_new_transaction=start_new_transaction)
             if self.in_transaction:
@@ -137,10 +139,11 @@ class Consumer(ConsumerHooks):
 
         The agents go on with what they were handed, so the events whose records
         wait can finish and commit, and memory stays bounded however far the agents
-        could run ahead of the commits. A commit that commits nothing (its events
-        still run, or it failed: a failed partition is committed again only once it
-        has a new offset) ends the wait, and the next one waits no sooner than a
-        commit interval later. A rebalance or a stop ends it too.
+        could run ahead of the commits. A commit begun during the wait that commits
+        nothing (its events still run, or it failed: a failed partition is
+        committed again only once it has a new offset) ends the wait, and the next
+        one waits no sooner than a commit interval later: while commits fail, input
+        goes on and memory grows, as without the limit. A rebalance or a stop ends it too.
         """
         loop = self.loop
         if loop.time() < self._no_wait_until:
@@ -154,13 +157,15 @@ class Consumer(ConsumerHooks):
     async def _until_room(self, loop: asyncio.AbstractEventLoop) -> None:
         while (self.uncommitted_records() >= self._max_uncommitted and self.app.flow_control.is_active()
                and not self.should_stop):
-            committed_before = self.partitions_committed
+            begun_before, committed_before = self._commits_begun, self.partitions_committed
             self.commit_early()
             self._commit_ended.clear()
             try:
                 await asyncio.wait_for(self._commit_ended.wait(), timeout=self.commit_interval)
             except asyncio.TimeoutError:
                 continue  # a long commit: look at the flow and the count again
+            if self._commits_begun == begun_before:
+                continue  # the commit that ended began before this look, with fewer events done: commit again
             if self.partitions_committed == committed_before:
                 self._no_wait_until = loop.time() + self.commit_interval
                 return

@@ -37,10 +37,6 @@ Private names used, and why:
   a value as the store and the changelog hold them (:func:`encoded_key`,
   :func:`encoded_value`), and ``_decode_key`` and ``_decode_value``: a stored
   key and value as the table reads them (:func:`decoded_key`, :func:`decoded_value`).
-* a ``faust.Record``'s ``__evaluated_fields__``, set by its generated ``__init__``,
-  and its class's ``_options`` (declared fields, their descriptors, the class's
-  codec options): whether a record decodes back as it was written, and a copy
-  made without decoding (:func:`immutable_state`, :func:`from_state`).
 * a table's ``_on_changelog_event``: whether it was given its own callback
   (:func:`has_changelog_callback`).
 * ``Topic._get_producer`` (overridden through :meth:`TopicHooks.producer_for_sends`):
@@ -54,7 +50,6 @@ import sys
 from typing import Any, Callable, Iterable, Mapping, MutableMapping, Optional
 
 import faust
-from faust.models import fields
 from faust.stores import rocksdb
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
@@ -203,81 +198,19 @@ def decoded_value(store: Any, value: bytes) -> Any:
     return store._decode_value(value)
 
 
-#: values a copy may share with what it copies: immutable, and JSON gives them back as they were
+#: values a read may share with the write it reads: immutable, and JSON gives them back as they were
 _IMMUTABLE = (str, int, float, bool)
-_EVALUATED = "__evaluated_fields__"
-#: Faust's descriptors of fields of those types, which decode a value of the type unchanged
-_PLAIN_FIELDS = (fields.StringField, fields.IntegerField, fields.FloatField, fields.BooleanField)
-_plain_records: dict[type, bool] = {}  # faust.Record subclass -> whether it is a plain one (see _plain_record)
 
 
-def immutable_state(value: Any) -> Optional[tuple[type, Any]]:
-    """What :func:`from_state` needs to make copies of ``value`` without decoding; None if it cannot.
-
-    ``value`` must be a str, int, finite float or bool, or a plain ``faust.Record``:
-    every field declared as one of those types and holding a value of exactly
-    that type, no other attribute, and nothing in the class that changes a value
-    as it is decoded (excluded or renamed fields, coercion, validation, ISO dates,
-    decimals, polymorphic fields, ``__post_init__``, its own ``from_data`` or
-    ``to_representation``).
-    """
+def shareable(value: Any) -> bool:
+    """Whether ``value`` is a str, int, finite float or bool: a read may be handed the written object itself."""
     kind = type(value)
-    if kind in _IMMUTABLE:
-        return (kind, value) if _lasting(value) else None
-    if not isinstance(value, faust.Record) or not _plain_record(kind):
-        return None
-    declared = kind._options.fields
-    data = value.__dict__
-    if len(data) != len(declared) + 1:  # an attribute that is not a field
-        return None
-    for name, field_type in declared.items():
-        field = data.get(name)
-        if type(field) is not field_type or not _lasting(field):
-            return None
-    return kind, {name: data[name] for name in declared}
+    return kind in _IMMUTABLE and (kind is not float or math.isfinite(value))
 
 
-def _plain_record(kind: type) -> bool:
-    plain = _plain_records.get(kind)
-    if plain is None:
-        options = kind._options
-        plain = _plain_records[kind] = (
-            not hasattr(kind, "__post_init__")
-            and kind.from_data.__func__ is faust.Record.from_data.__func__
-            and kind.to_representation is faust.Record.to_representation
-            and not (options.isodates or options.decimals or options.coerce or options.validation
-                     or options.polymorphic_fields or options.has_tagged_fields)
-            and all(field_type in _IMMUTABLE for field_type in options.fields.values())
-            and all(type(descriptor) in _PLAIN_FIELDS and not descriptor.exclude
-                    and descriptor.input_name == descriptor.output_name == name
-                    for name, descriptor in options.descriptors.items())
-        )
-    return plain
-
-
-def same_state(one: tuple[type, Any], other: Optional[tuple[type, Any]]) -> bool:
-    """Whether two states are equal, each value of the same type (1, 1.0 and True are not)."""
-    if other is None or one[0] is not other[0]:
-        return False
-    if one[0] in _IMMUTABLE:
-        return one[1] == other[1]
-    return (one[1].keys() == other[1].keys()
-            and all(type(field) is type(other[1][name]) and field == other[1][name] for name, field in one[1].items()))
-
-
-def from_state(state: tuple[type, Any]) -> Any:
-    """A value of its own, equal to the one ``state`` was taken from."""
-    kind, data = state
-    if kind in _IMMUTABLE:
-        return data  # immutable: the same object is a value of its own
-    record = object.__new__(kind)  # as copy.copy makes it, without its generic protocol
-    record.__dict__[_EVALUATED] = set()
-    record.__dict__.update(data)
-    return record
-
-
-def _lasting(value: Any) -> bool:
-    return type(value) is not float or math.isfinite(value)
+def decodes_as_json(store: Any) -> bool:
+    """Whether ``store``'s values are encoded with Faust's own JSON codec."""
+    return (store.value_serializer or store.app.conf.value_serializer) == "json"
 
 
 def has_changelog_callback(table: Any) -> bool:

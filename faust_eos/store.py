@@ -1,9 +1,9 @@
 """``eos-rocksdb://``: a RocksDB table store that holds only committed state.
 
 A table write under faust-eos lives in memory until the transaction that
-carries its changelog record commits; reads see it at once, and get a copy of
-the value written rather than decoding it again, when that value is plain
-enough to copy (:meth:`Store.remember_write`). After the commit
+carries its changelog record commits; reads see it at once, and a plain value
+(a str, int, float or bool) is read as written rather than decoded again
+(:meth:`Store.remember_write`). After the commit
 the partition's writes (the last one per key) go to RocksDB as one write batch,
 together with the checkpoint: the changelog offset that the database now
 reflects. A transaction that aborts, is fenced or is lost just releases its
@@ -74,9 +74,9 @@ class Store(faust_internals.StoreHooks):
         self._preceding: dict[int, dict[int, Sequence[Any]]] = {}
         #: str and bytes keys -> their encoding (other types may be equal yet encode differently: 1 and 1.0)
         self._raw_keys: dict[Any, bytes] = {}
-        #: table partition -> key -> its held record and the state of the value it was written from
-        self._written: dict[int, dict[bytes, tuple[StagedRecord, tuple[type, Any]]]] = {}
-        #: value type -> whether its values decode from their bytes to the state they were written from
+        #: table partition -> key -> its held record and the plain value it was written from
+        self._written: dict[int, dict[bytes, tuple[StagedRecord, Any]]] = {}
+        #: value type -> whether its values decode from their bytes as they were written
         self._reads_back: dict[type, bool] = {}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -97,23 +97,25 @@ class Store(faust_internals.StoreHooks):
             written.pop(record.key, None)  # an earlier write's: this one replaces it, and may never be released
 
     def remember_write(self, partition: int, raw: bytes, value: Any, raw_value: bytes) -> None:
-        """Let reads of key ``raw`` copy ``value``, just written as ``raw_value``, until that write is released.
+        """Let reads of key ``raw`` return ``value``, just written as ``raw_value``, until that write is released.
 
-        Only values :func:`~faust_eos.faust_internals.immutable_state` can copy, of a
-        type whose first value written here decoded back to the same state: a read
-        then gets what decoding would give it, as it does after a restart.
+        Only a str, int, finite float or bool (immutable: a read may share it),
+        encoded with Faust's JSON codec, of a type whose first value written here
+        decoded back to an equal value of that same type: a read then gets what
+        decoding would give it, as it does after a restart. Records are decoded
+        on every read: too much of a Faust model can change a value as it decodes.
         """
         record = self._held.get(partition, {}).get(raw)
-        state = faust_internals.immutable_state(value)
-        if record is None or record.value is not raw_value or state is None:
+        if record is None or record.value is not raw_value or not faust_internals.shareable(value):
             return
-        reads_back = self._reads_back.get(state[0])
+        kind = type(value)
+        reads_back = self._reads_back.get(kind)
         if reads_back is None:
             decoded = faust_internals.decoded_value(self, raw_value)
-            reads_back = self._reads_back[state[0]] = faust_internals.same_state(
-                state, faust_internals.immutable_state(decoded))
+            reads_back = self._reads_back[kind] = (
+                faust_internals.decodes_as_json(self) and type(decoded) is kind and decoded == value)
         if reads_back:
-            self._written.setdefault(partition, {})[raw] = (record, state)
+            self._written.setdefault(partition, {})[raw] = (record, value)
 
     def held(self) -> int:
         """How many keys wait for their commit."""
@@ -268,7 +270,7 @@ class Store(faust_internals.StoreHooks):
         else:
             written = self._written.get(partition, {}).get(raw)
             if written is not None and written[0] is record:
-                return faust_internals.from_state(written[1])
+                return written[1]
             value = record.value
         return MISSING if value is None else faust_internals.decoded_value(self, value)
 

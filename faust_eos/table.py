@@ -9,8 +9,8 @@ Inside an event, on the ``eos-rocksdb://`` store, this table does each once:
 * a read encodes the key (remembered for str and bytes keys) and asks the
   store once; each read gets a value of its own, as from Faust's table, so a
   value changed in place but not written back changes nothing. A key written
-  since the last commit reads as a copy of the value written, without decoding,
-  when the store can copy it (:meth:`faust_eos.store.Store.remember_write`);
+  since the last commit with a str, int, float or bool reads as written, without
+  decoding (:meth:`faust_eos.store.Store.remember_write`);
 * a write encodes key and value once and stages the changelog record at once
   with its event, under either guarantee (the partition, and the check that
   the input topic has as many partitions as the changelog, are Faust's own).

@@ -47,8 +47,9 @@ class Handing:
         async for _, message in self.consumer._admitted(fetched(*offsets)):
             self.handed_out.append(message.offset)
 
-    def commit_ends(self, waiting: int, partitions_committed: int = 1) -> None:
+    def commit_ends(self, waiting: int, partitions_committed: int = 1, began_during_the_wait: bool = True) -> None:
         self.waiting = waiting
+        self.consumer._commits_begun += began_during_the_wait
         self.consumer.partitions_committed += partitions_committed
         self.consumer._commit_ended.set()
 
@@ -152,5 +153,20 @@ def test_every_commit_that_ends_tells_a_waiting_consumer_to_look_again_even_one_
         with pytest.raises(RuntimeError):
             await consumer.force_commit()
         assert consumer._commit_ended.is_set()
+
+    asyncio.run(scenario())
+
+
+def test_a_commit_that_began_before_the_wait_and_commits_nothing_does_not_end_it():
+    async def scenario() -> None:
+        handing = Handing("exactly_once", limit=10, waiting=10)
+        task = asyncio.ensure_future(handing.hand_out(5))
+        await until(lambda: handing.early_commits == 1)
+        handing.commit_ends(waiting=10, partitions_committed=0, began_during_the_wait=False)  # joined a running one
+        await until(lambda: handing.early_commits == 2)
+        assert handing.handed_out == []
+        handing.commit_ends(waiting=3)
+        await finished(task)
+        assert handing.handed_out == [5]
 
     asyncio.run(scenario())
