@@ -19,7 +19,7 @@ class TopicError(RuntimeError):
 
 
 def admin(settings: Settings) -> AdminClient:
-    return AdminClient({"bootstrap.servers": settings.bootstrap_servers})
+    return AdminClient(settings.kafka_client())
 
 
 def pipeline_topics(settings: Settings) -> list[str]:
@@ -47,7 +47,7 @@ def ensure_topics(settings: Settings, topics: list[str] | None = None) -> None:
 def producer_config(settings: Settings, **extra: Any) -> dict[str, Any]:
     """An idempotent producer partitioning keys like the Java client (and Faust)."""
     return {
-        "bootstrap.servers": settings.bootstrap_servers,
+        **settings.kafka_client(),
         "enable.idempotence": True,
         "acks": "all",
         "linger.ms": 5,
@@ -60,7 +60,7 @@ def producer_config(settings: Settings, **extra: Any) -> dict[str, Any]:
 def committed_reader_config(settings: Settings, **extra: Any) -> dict[str, Any]:
     """A consumer that sees only committed records and commits nothing."""
     return {
-        "bootstrap.servers": settings.bootstrap_servers,
+        **settings.kafka_client(),
         "group.id": f"{settings.app_id}-reader",
         "enable.auto.commit": False,
         "isolation.level": "read_committed",

@@ -204,7 +204,7 @@ def _read_offsets(tps: Iterable[TP]) -> dict[TP, PartitionOffsets]:
     """LSO and high watermark of ``tps`` that answered (:func:`kafka_ops.offsets.read_offsets`)."""
     global _offset_reader
     if _offset_reader is None:
-        _offset_reader = WatermarkReader(settings.bootstrap_servers, f"{settings.app_id}-metrics")
+        _offset_reader = WatermarkReader(settings.kafka_client(), f"{settings.app_id}-metrics")
     return {TP(*key): offsets for key, offsets in read_offsets(_offset_reader, tps).items()}
 
 

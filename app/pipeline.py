@@ -10,13 +10,18 @@ import faust
 
 import faust_eos  # registers the eos:// transport (the installed entry point does too)
 from app.preflight import Worker
-from config import settings
+from config import SecurityError, settings
 
 settings.data_dir.mkdir(parents=True, exist_ok=True)
+try:  # the same security settings as every other client of the project (config.security)
+    credentials = faust_eos.credentials(settings.security.librdkafka())
+except (SecurityError, faust_eos.SettingRefused) as exc:
+    raise SystemExit(f"error: {exc}") from None
 app = faust.App(
     settings.app_id,
     broker=(f"eos://{settings.bootstrap_servers}?transaction_timeout_ms={settings.transaction_timeout_ms}"
             f"&max_uncommitted_records={settings.max_uncommitted_records}"),
+    broker_credentials=credentials,
     processing_guarantee=settings.processing_guarantee,
     broker_commit_interval=settings.commit_interval_ms / 1000,
     store="eos-rocksdb://",

@@ -34,7 +34,8 @@ from app.kafka import pipeline_topics
 from config import Settings, settings
 from faust_eos.collector import collect_less_often
 from kafka_ops.topics import TopicRefused, create_topics, partition_counts
-from kafka_ops.wire import Cluster, KafkaWireError
+from kafka_ops.wire import KafkaWireError
+from kafka_ops.wire_security import cluster as wire_cluster
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 PRODUCTION_REPLICATION_FACTOR = 3
@@ -105,22 +106,25 @@ def create_missing_topics(settings: Settings, existing: Collection[str],
 
 def _admin(settings: Settings) -> AdminClient:
     # errors reach us as exceptions; librdkafka's own connection logs would only repeat them
-    return AdminClient({"bootstrap.servers": settings.bootstrap_servers, "log_level": 2})
+    return AdminClient(settings.kafka_client(log_level=2))
 
 
 def _int_config(entries: dict[str, Any], name: str) -> int:
     return int(entries[name].value)
 
 
-def wait_reachable(bootstrap_servers: str, timeout_s: float) -> None:
-    """Return once a broker answers Kafka requests; raise KafkaWireError after ``timeout_s``."""
+def wait_reachable(client: dict[str, Any], timeout_s: float) -> None:
+    """Return once a broker answers Kafka requests and accepts the security settings.
+
+    Raises KafkaWireError after ``timeout_s``, or at once if TLS or SASL refused the client.
+    """
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            Cluster(bootstrap_servers, timeout_s=5.0).close()
+            wire_cluster(client, timeout_s=5.0).close()
             return
-        except KafkaWireError:
-            if time.monotonic() > deadline:
+        except KafkaWireError as exc:
+            if not exc.retriable or time.monotonic() > deadline:
                 raise
             time.sleep(1.0)
 
@@ -131,7 +135,7 @@ def gather(settings: Settings, topics: list[str], timeout_s: float = REACH_TIMEO
     Raises KafkaWireError if no broker answers within ``timeout_s``, KafkaException
     if a request fails.
     """
-    wait_reachable(settings.bootstrap_servers, timeout_s)
+    wait_reachable(settings.kafka_client(), timeout_s)
     admin = _admin(settings)
     metadata = admin.list_topics(timeout=timeout_s)
     brokers = [ConfigResource(ResourceType.BROKER, str(node_id)) for node_id in sorted(metadata.brokers)]
@@ -187,8 +191,13 @@ class Worker(faust.Worker):
             found = problems(settings, gather(settings, checked_topics(self.app)))
             if not found:
                 found = _create_pipeline_topics(settings)
-        except (KafkaException, KafkaWireError, TimeoutError) as exc:
-            reason = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc) or "timed out"
+        except KafkaWireError as exc:
+            if not exc.retriable:  # a TLS or SASL setting: the line says which
+                _exit([f"cannot connect to the cluster: {exc}"])
+            _exit([f"cannot check the settings against the cluster: {exc} "
+                   "(is the broker running? see KAFKA_BOOTSTRAP_SERVERS)"])
+        except (KafkaException, TimeoutError) as exc:
+            reason = exc.args[0].str() if isinstance(exc, KafkaException) else "timed out"
             _exit([f"cannot check the settings against the cluster: {reason} "
                    "(is the broker running? see KAFKA_BOOTSTRAP_SERVERS)"])
         if found:

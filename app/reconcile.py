@@ -50,7 +50,7 @@ class Rec(NamedTuple):
 def read_committed(settings: Settings, topic: str, timeout_s: float = 60.0) -> list[Rec]:
     """Every committed record of ``topic``, in partition then offset order."""
     consumer = Consumer({
-        "bootstrap.servers": settings.bootstrap_servers,
+        **settings.kafka_client(),
         "group.id": f"{settings.app_id}-reconcile",
         "enable.auto.commit": False,
         "isolation.level": "read_committed",

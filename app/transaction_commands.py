@@ -38,7 +38,7 @@ class _Operation:
 
     def __enter__(self) -> tuple[Cluster, AdminClient]:
         try:
-            self.cluster, admin = txn.connect(settings.bootstrap_servers)
+            self.cluster, admin = txn.connect(settings.kafka_client())
         except txn.TransactionToolError as exc:
             _fail(self.command, str(exc))
         return self.cluster, admin
@@ -127,7 +127,7 @@ async def abort_transaction(self: AppCommand, transactional_id: Optional[str], t
         if not yes and not _confirm(f"Abort {what}?"):
             _fail(self, "nothing aborted (confirm, or pass --yes)")
         if transactional_id is not None:
-            txn.abort_by_transactional_id(settings.bootstrap_servers, found)
+            txn.abort_by_transactional_id(settings.kafka_client(), found)
             self.say(f"aborted the transaction of {transactional_id!r}; its producer is fenced")
         else:
             self.say(txn.abort_marker_written(txn.abort_on_partition(cluster, admin, topic, partition, producer_id)))

@@ -55,7 +55,7 @@ def operation(settings: Settings, command: str, run: Callable[[Cluster, AdminCli
     """Run one transaction operation as ``faust -A app <command>`` does; return the command, its output and status."""
     started = time.time()
     try:
-        cluster, admin = txn.connect(settings.bootstrap_servers)
+        cluster, admin = txn.connect(settings.kafka_client())
         with cluster:
             output, exit_code = run(cluster, admin), 0
     except (txn.TransactionToolError, KafkaWireError) as exc:
@@ -97,7 +97,7 @@ def abort_by_hand(settings: Settings, topic: str, partition: int, start_offset: 
     The pipeline's own transactions may be open on the partition too: the
     producer is the one ``hanging-transactions`` shows holding the LSO there.
     """
-    cluster, admin = txn.connect(settings.bootstrap_servers)
+    cluster, admin = txn.connect(settings.kafka_client())
     with cluster:
         leaders = txn.topic_leaders(admin, [topic])
         producers = txn.describe_producers(cluster, {(topic, partition): leaders[(topic, partition)]})
@@ -134,7 +134,7 @@ def run_scenario(scenario: Scenario, work_dir: Path, progress: Callable[[str], N
         progress(f"long transaction ({scenario.mode}): pipeline under load, stalling in {scenario.stall_after_s:.0f} s")
         time.sleep(scenario.stall_after_s)
 
-        staller = Producer({"bootstrap.servers": settings.bootstrap_servers, "transactional.id": f"{name}-stalled",
+        staller = Producer({**settings.kafka_client(), "transactional.id": f"{name}-stalled",
                             "transaction.timeout.ms": scenario.stall_timeout_ms, "enable.idempotence": True})
         staller.init_transactions(30)
         staller.begin_transaction()

@@ -39,7 +39,7 @@ class OutputWatcher(threading.Thread):
 
     def run(self) -> None:
         consumer = Consumer({
-            "bootstrap.servers": self.settings.bootstrap_servers,
+            **self.settings.kafka_client(),
             "group.id": f"{self.settings.app_id}-bench-watch",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",

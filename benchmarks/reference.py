@@ -117,7 +117,7 @@ def _warm_up(producer: Producer, topic: str, record: loadgen.Record, transaction
 def _read_back(settings: Settings, topic: str, partitions: int, expected: int) -> float:
     """Records/s of a consumer alone reading ``topic`` from the start to its end."""
     consumer = Consumer({
-        "bootstrap.servers": settings.bootstrap_servers,
+        **settings.kafka_client(),
         "group.id": f"{topic}-reader",
         "enable.auto.commit": False,
         "enable.partition.eof": True,

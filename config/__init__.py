@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
+
+from config.security import KafkaSecurity, LocalBrokerFiles, SecurityError, read_security
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,6 +41,10 @@ class Settings:
     broker_heap: str  # BROKER_HEAP: JVM heap of the local broker, e.g. 1G
     broker_home: Path  # BROKER_HOME: jars, data and log of the local broker
     broker_start_timeout_s: float  # BROKER_START_TIMEOUT_S
+    broker_secured: bool  # BROKER_SECURED: the local broker also listens with SASL_SSL (SCRAM) and mutual TLS
+    broker_sasl_ssl_port: int  # BROKER_SASL_SSL_PORT: its SASL_SSL port (default: BROKER_PORT + 2)
+    broker_ssl_port: int  # BROKER_SSL_PORT: its mutual-TLS port (default: BROKER_PORT + 3)
+    security: KafkaSecurity  # KAFKA_SECURITY_PROTOCOL, KAFKA_SSL_*, KAFKA_SASL_* (config.security)
 
     # --- pipeline ------------------------------------------------------
     app_id: str  # APP_ID: Faust app id = consumer group and id prefix
@@ -60,6 +66,15 @@ class Settings:
     table_write_buffer_mb: float  # TABLE_WRITE_BUFFER_MB: RocksDB memtable per table partition
 
     topic_prefix: str  # TOPIC_PREFIX: put before every topic name, e.g. "staging-"
+
+    @property
+    def local_broker_files(self) -> LocalBrokerFiles:
+        """Where the local broker keeps its CA, client certificate and SCRAM passwords."""
+        return LocalBrokerFiles(self.broker_home / "security")
+
+    def kafka_client(self, **extra: Any) -> dict[str, Any]:
+        """librdkafka settings every client starts from: the bootstrap servers and the security settings."""
+        return {"bootstrap.servers": self.bootstrap_servers, **self.security.librdkafka(), **extra}
 
     @property
     def input_topic(self) -> str:
@@ -133,6 +148,12 @@ def _non_negative_float(raw: str) -> float:
     return value
 
 
+def _boolean(raw: str) -> bool:
+    if raw.strip().lower() not in ("true", "false"):
+        raise ValueError(raw)
+    return raw.strip().lower() == "true"
+
+
 def _guarantee(raw: str) -> str:
     if raw not in GUARANTEES:
         raise ValueError(raw)
@@ -155,16 +176,32 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     port = _read(env, "BROKER_PORT", 9092, _positive_int, "a TCP port number, e.g. 9092")
     external = env.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
+    broker_home = _read(env, "BROKER_HOME", REPO_ROOT / ".kafka", lambda s: Path(s).resolve(), "a directory")
+    try:
+        security = read_security(env, None if external else LocalBrokerFiles(broker_home / "security"))
+    except SecurityError as exc:
+        raise ConfigError(str(exc)) from None
+    sasl_ssl_port = _read(env, "BROKER_SASL_SSL_PORT", port + 2, _positive_int, "a TCP port number")
+    ssl_port = _read(env, "BROKER_SSL_PORT", port + 3, _positive_int, "a TCP port number")
+    local_ports = {"PLAINTEXT": port, "SASL_SSL": sasl_ssl_port, "SSL": ssl_port}
+    if not external and security.protocol not in local_ports:
+        raise ConfigError(f"KAFKA_SECURITY_PROTOCOL={security.protocol} is not offered by the local broker: "
+                          "use SASL_SSL or SSL (with BROKER_SECURED=true), or set KAFKA_BOOTSTRAP_SERVERS")
     window_seconds = _read(env, "WINDOW_SECONDS", 60, _positive_int, "seconds, e.g. 60")
     settings = Settings(
-        bootstrap_servers=external or f"localhost:{port}",
+        bootstrap_servers=external or f"localhost:{local_ports[security.protocol]}",
         use_local_broker=not external,
         kafka_version=_read(env, "KAFKA_VERSION", "4.4.0", str, "a Kafka release such as 4.4.0 or 3.9.1"),
         broker_port=port,
         broker_controller_port=_read(env, "BROKER_CONTROLLER_PORT", port + 1, _positive_int, "a TCP port number"),
         broker_heap=_read(env, "BROKER_HEAP", "1G", str, "a JVM heap size such as 1G or 768M"),
-        broker_home=_read(env, "BROKER_HOME", REPO_ROOT / ".kafka", lambda s: Path(s).resolve(), "a directory"),
+        broker_home=broker_home,
         broker_start_timeout_s=_read(env, "BROKER_START_TIMEOUT_S", 90.0, _positive_float, "seconds, e.g. 90"),
+        broker_secured=_read(env, "BROKER_SECURED", security.protocol != "PLAINTEXT" and not external,
+                             _boolean, "use true or false"),
+        broker_sasl_ssl_port=sasl_ssl_port,
+        broker_ssl_port=ssl_port,
+        security=security,
         app_id=_read(env, "APP_ID", "faust-eos", str, "a Kafka consumer group id"),
         profile=_read(env, "PROFILE", "local", _profile, "use local or production"),
         processing_guarantee=_read(

@@ -29,8 +29,9 @@ from faust_eos.delivery import Delivery
 from faust_eos.errors import LocalStateNotWritten
 from faust_eos.faust_internals import ConsumerHooks
 from faust_eos.manager import TransactionManager, max_uncommitted_records
-from faust_eos.offsets import CommittedOffsets, bootstrap_servers
+from faust_eos.offsets import CommittedOffsets
 from faust_eos.produce import producer_config
+from faust_eos.security import librdkafka_client
 from faust_eos.store import Store
 from faust_eos.table_state import TableState
 
@@ -69,9 +70,8 @@ class Consumer(ConsumerHooks):
         """Under at-least-once: the records of events waiting for their offsets to commit."""
         if self._held_sends is None:  # first asked once the worker runs: every table is declared by then
             tables = TableState(self.app.tables.values(), other_stores_allowed=True)
-            broker = self.app.conf.broker
-            self._held_sends = HeldSends(tables, PlainProducer(producer_config(broker)), self.commit_early,
-                                         max_uncommitted_records(broker))
+            self._held_sends = HeldSends(tables, PlainProducer(producer_config(self.app.conf)), self.commit_early,
+                                         max_uncommitted_records(self.app.conf.broker))
         return self._held_sends
 
     def staging_for_sends(self) -> Optional[Union[TransactionManager, HeldSends]]:
@@ -411,7 +411,7 @@ class Consumer(ConsumerHooks):
         if not tps:
             return {}
         if self._offsets_reader is None:
-            self._offsets_reader = CommittedOffsets(bootstrap_servers(self.app.conf.broker), self.app.conf.id)
+            self._offsets_reader = CommittedOffsets(librdkafka_client(self.app.conf), self.app.conf.id)
         return await self.loop.run_in_executor(None, self._offsets_reader.read, tps)
 
     async def on_stop(self) -> None:

@@ -28,9 +28,10 @@ from faust_eos.errors import (
     StoreRefused,
     wait_inside_event_refused,
 )
-from faust_eos.offsets import ChangelogBounds, CommittedOffsets, bootstrap_servers
+from faust_eos.offsets import ChangelogBounds, CommittedOffsets
 from faust_eos.outside import OutsideEventSends, outside_transactional_id, worker_id
 from faust_eos.produce import producer_config
+from faust_eos.security import librdkafka_client
 from faust_eos.staging import UNBOUND, CommitFuture, Source, SourceTP, Staging, future_resolver, staged_record
 from faust_eos.table_state import TableState
 from faust_eos.transaction import PartitionTransaction, TransactionStuck, transactional_id
@@ -72,7 +73,7 @@ class TransactionManager(FaustTransactionManager):
         self._changelog_topics = frozenset(self.app.tables.changelog_topics)
         refuse_settings_that_bypass_transactions(self.app.conf)
         self.tables.add(self.app.tables.values())
-        self._committed = CommittedOffsets(bootstrap_servers(self.app.conf.broker), self.app.conf.id)
+        self._committed = CommittedOffsets(librdkafka_client(self.app.conf), self.app.conf.id)
         self._group = self._committed.group_metadata()
 
     async def on_stop(self) -> None:
@@ -371,7 +372,7 @@ class TransactionManager(FaustTransactionManager):
         return PartitionTransaction(
             tp,
             transactional_id=txn_id,
-            producer_config={**producer_config(self.app.conf.broker),
+            producer_config={**producer_config(self.app.conf),
                              "transaction.timeout.ms": self._transaction_timeout_ms},
             group=self._group,
             call_timeout_s=min(10.0, self._transaction_timeout_ms / 1000 / 3),

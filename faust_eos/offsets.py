@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterable, NamedTuple, Optional, TypeVar
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -59,11 +59,6 @@ class ChangelogBounds(NamedTuple):
 FIRST_SEARCH_SPAN = 64
 
 
-def bootstrap_servers(broker_urls: Iterable[Any]) -> str:
-    """The ``host:port,...`` list of a Faust app's broker URLs, for librdkafka."""
-    return ",".join(f"{url.host}:{url.port or 9092}" for url in broker_urls)
-
-
 class CommittedOffsets:
     """Reads a consumer group's stable committed offsets, and where changelogs end; never joins the group.
 
@@ -72,9 +67,10 @@ class CommittedOffsets:
     thread is using crashes the process).
     """
 
-    def __init__(self, bootstrap_servers: str, group_id: str) -> None:
+    def __init__(self, client: Mapping[str, Any], group_id: str) -> None:
+        """``client``: librdkafka settings, at least ``bootstrap.servers`` (:func:`faust_eos.security.librdkafka_client`)."""
         common = {
-            "bootstrap.servers": bootstrap_servers,
+            **client,
             "group.id": group_id,
             "isolation.level": "read_committed",
             "enable.auto.commit": False,

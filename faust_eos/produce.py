@@ -15,22 +15,22 @@ import queue
 import threading
 import time
 from concurrent.futures import Future
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from aiokafka.structs import RecordMetadata, TopicPartition as AioTopicPartition
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from faust_eos.offsets import bootstrap_servers
+from faust_eos.security import librdkafka_client
 from faust_eos.staging import StagedRecord
 
 #: longest wait for deliveries to drain a full local produce queue, per poll
 BACKPRESSURE_POLL_S = 0.05
 
 
-def producer_config(broker_urls: Iterable[Any]) -> dict[str, Any]:
-    """The settings every producer of the worker shares, transactional or not."""
+def producer_config(conf: Any) -> dict[str, Any]:
+    """The settings every producer of the worker shares, transactional or not (``conf``: ``app.conf``)."""
     return {
-        "bootstrap.servers": bootstrap_servers(broker_urls),
+        **librdkafka_client(conf),
         "enable.idempotence": True,
         "acks": "all",
         "linger.ms": 1,

@@ -1,7 +1,9 @@
 """Kafka operations: a wire client, offsets, topics and transactions on a live cluster.
 
-Takes bootstrap servers and plain arguments; depends only on confluent-kafka
-and the standard library (:mod:`kafka_ops.wire` on the standard library
-alone, so the broker script can use it before the virtualenv has packages).
+Takes librdkafka client settings (``bootstrap.servers`` and the security
+settings, spelled as confluent-kafka takes them) and plain arguments; depends
+only on confluent-kafka and the standard library (:mod:`kafka_ops.wire` and
+:mod:`kafka_ops.wire_security` on the standard library alone, so the broker
+script can use them before the virtualenv has packages).
 Nothing of the pipeline, its config, the harness or the benchmarks is imported.
 """

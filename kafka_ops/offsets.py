@@ -16,7 +16,7 @@ the admin client: its requests crashed the process around broker restarts.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -78,10 +78,11 @@ class WatermarkReader:
     out (the broker is not answering) the rest are not asked.
     """
 
-    def __init__(self, bootstrap_servers: str, group_id: str, timeout_s: float = 1.0) -> None:
+    def __init__(self, client: Mapping[str, Any], group_id: str, timeout_s: float = 1.0) -> None:
+        """``client``: librdkafka settings, at least ``bootstrap.servers``."""
         self.timeout_s = timeout_s
         self._consumers = {
-            level: Consumer({"bootstrap.servers": bootstrap_servers, "group.id": group_id,
+            level: Consumer({**client, "group.id": group_id,
                              "isolation.level": level, "enable.auto.commit": False})
             for level in (READ_COMMITTED, READ_UNCOMMITTED)
         }

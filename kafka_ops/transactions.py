@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
@@ -49,6 +49,7 @@ from kafka_ops.wire import (
     KafkaWireError,
     error_name,
 )
+from kafka_ops.wire_security import cluster as wire_cluster
 
 COORDINATOR_RETRIES = 20
 RETRIABLE = {14, 15, 51}  # coordinator loading / not available, concurrent transactions
@@ -229,7 +230,7 @@ def find_hanging(cluster: Cluster, admin: AdminClient, topics: Optional[list[str
             in still_open]
 
 
-def abort_by_transactional_id(bootstrap_servers: str, transaction: Transaction, timeout_s: float = 60.0) -> None:
+def abort_by_transactional_id(client: Mapping[str, Any], transaction: Transaction, timeout_s: float = 60.0) -> None:
     """Abort ``transaction`` through its coordinator by fencing its producer.
 
     A new producer session with the same transactional id makes the coordinator
@@ -237,7 +238,7 @@ def abort_by_transactional_id(bootstrap_servers: str, transaction: Transaction, 
     the old producer can no longer write under that id.
     """
     producer = Producer({
-        "bootstrap.servers": bootstrap_servers,
+        **client,
         "transactional.id": transaction.transactional_id,
         "transaction.timeout.ms": transaction.timeout_ms,  # keep the id's timeout as it was
         "log_level": 3,  # errors only: retries while the coordinator aborts are expected
@@ -286,13 +287,13 @@ def abort_marker_written(producer: PartitionProducer) -> str:
             f"(transaction from offset {producer.txn_start_offset})")
 
 
-def connect(bootstrap_servers: str) -> tuple[Cluster, AdminClient]:
-    """A protocol connection and an admin client; an unreachable cluster raises one line."""
+def connect(client: Mapping[str, Any]) -> tuple[Cluster, AdminClient]:
+    """A protocol connection and an admin client from librdkafka settings; an unreachable cluster raises one line."""
     try:
-        cluster = Cluster(bootstrap_servers)
+        cluster = wire_cluster(client)
     except KafkaWireError as exc:
         raise TransactionToolError(str(exc)) from None
-    return cluster, AdminClient({"bootstrap.servers": bootstrap_servers})
+    return cluster, AdminClient(dict(client))
 
 
 # --- rows for the commands' tables ---------------------------------------------------

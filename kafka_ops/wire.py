@@ -10,12 +10,14 @@ strings and arrays, and tagged fields (always sent empty, skipped when read).
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from dataclasses import dataclass
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, Iterator, Optional, Protocol, TypeVar
 
 CLIENT_ID = b"faust-eos-ops"
 MAX_RESPONSE_BYTES = 64 << 20  # a larger size means the peer is not speaking Kafka
+TLS_ALERT = 0x15  # the first byte of a TLS alert record: a TLS listener refusing a plaintext request
 
 API_VERSIONS = 18
 METADATA = 3
@@ -66,6 +68,44 @@ T = TypeVar("T")
 
 class KafkaWireError(RuntimeError):
     """The broker could not be reached or refused a request; one line for the operator."""
+
+    #: False for a refusal that waiting cannot cure (a TLS or SASL setting)
+    retriable = True
+
+    def __init__(self, message: str, retriable: Optional[bool] = None) -> None:
+        super().__init__(message)
+        if retriable is not None:
+            self.retriable = retriable
+
+
+class Security(Protocol):
+    """Encrypts and authenticates new connections (:class:`kafka_ops.wire_security.WireSecurity`)."""
+
+    def wrap(self, sock: socket.socket, host: str, address: str) -> socket.socket: ...
+
+    def authenticate(self, exchange: Callable[[int, int, bytes], bytes], address: str) -> None: ...
+
+
+#: what a TLS failure's reason means for the operator, by a word in it
+TLS_HINTS = (
+    ("CERTIFICATE_EXPIRED", "the broker refused the client certificate: it has expired (see KAFKA_SSL_CERT_FILE)"),
+    ("CERTIFICATE_UNKNOWN", "the broker refused the client certificate: it has expired, or no CA the broker "
+                            "trusts signed it (see KAFKA_SSL_CERT_FILE)"),
+    ("UNKNOWN_CA", "the broker does not trust the client certificate's CA (see KAFKA_SSL_CERT_FILE)"),
+    ("CERTIFICATE_REQUIRED", "the listener needs a client certificate (see KAFKA_SSL_CERT_FILE, KAFKA_SSL_KEY_FILE)"),
+    ("BAD_CERTIFICATE", "the broker refused the client certificate, or needs one "
+                        "(see KAFKA_SSL_CERT_FILE, KAFKA_SSL_KEY_FILE)"),
+    ("WRONG_VERSION_NUMBER", "it does not answer in TLS: is it a PLAINTEXT listener? (see KAFKA_SECURITY_PROTOCOL)"),
+    ("EOF", "it closed the connection during the TLS handshake: is it a PLAINTEXT listener? "
+            "(see KAFKA_SECURITY_PROTOCOL)"),
+)
+
+
+def tls_refusal(exc: OSError, address: str) -> KafkaWireError:
+    """One line, not retriable, for a TLS session the broker refused or ended."""
+    reason = str(getattr(exc, "reason", None) or exc)
+    hint = next((text for word, text in TLS_HINTS if word in reason.upper()), "see KAFKA_SECURITY_PROTOCOL")
+    return KafkaWireError(f"TLS with Kafka at {address} failed ({reason}): {hint}", retriable=False)
 
 
 def error_name(code: int) -> str:
@@ -193,15 +233,22 @@ class Node:
 class Connection:
     """One TCP connection to one broker, with the API versions it supports."""
 
-    def __init__(self, host: str, port: int, timeout_s: float) -> None:
+    def __init__(self, host: str, port: int, timeout_s: float, security: Optional[Security] = None) -> None:
         self.address = f"{host}:{port}"
         try:
-            self.sock = socket.create_connection((host, port), timeout=timeout_s)
+            sock = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as exc:
             raise KafkaWireError(f"cannot reach Kafka at {self.address}: {exc.strerror or exc}") from None
-        self.sock.settimeout(timeout_s)
+        sock.settimeout(timeout_s)
+        self.sock = security.wrap(sock, host, self.address) if security is not None else sock
         self._correlation = 0
-        self.versions = self._api_versions()
+        try:
+            self.versions = self._api_versions()
+            if security is not None:
+                security.authenticate(self.request_v1, self.address)
+        except BaseException:
+            self.sock.close()
+            raise
 
     def close(self) -> None:
         self.sock.close()
@@ -210,10 +257,16 @@ class Connection:
         self._correlation += 1
         try:
             self.sock.sendall(int32(len(header) + len(body)) + header + body)
-            (size,) = struct.unpack(">i", self._read(4))
+            head = self._read(4)
+            (size,) = struct.unpack(">i", head)
+            if head[0] == TLS_ALERT and head[1] == 3:
+                raise KafkaWireError(f"Kafka at {self.address} answered in TLS: it is a TLS listener "
+                                     "(set KAFKA_SECURITY_PROTOCOL to SSL or SASL_SSL)", retriable=False)
             if not 4 <= size <= MAX_RESPONSE_BYTES:
                 raise KafkaWireError(f"{self.address} answered with an implausible size {size}: is it a Kafka broker?")
             response = self._read(size)
+        except ssl.SSLError as exc:  # an alert after the handshake, e.g. the broker refusing our certificate
+            raise tls_refusal(exc, self.address) from None
         except OSError as exc:
             raise KafkaWireError(f"lost the connection to Kafka at {self.address}: {exc}") from None
         if struct.unpack_from(">i", response)[0] != self._correlation:
@@ -229,10 +282,14 @@ class Connection:
             data += chunk
         return data
 
+    def request_v1(self, api_key: int, version: int, body: bytes) -> bytes:
+        """Send a non-flexible request (header v1); return the body of its answer (response header v0)."""
+        header = int16(api_key) + int16(version) + int32(self._correlation + 1) + int16(len(CLIENT_ID)) + CLIENT_ID
+        return self._exchange(header, body)
+
     def _api_versions(self) -> dict[int, tuple[int, int]]:
-        """ApiVersions v0 (header v1, response header v0)."""
-        header = int16(API_VERSIONS) + int16(0) + int32(self._correlation + 1) + int16(len(CLIENT_ID)) + CLIENT_ID
-        reader = Reader(self._exchange(header, b""))
+        """ApiVersions v0."""
+        reader = Reader(self.request_v1(API_VERSIONS, 0, b""))
         error = reader.int16()
         if error:
             raise KafkaWireError(f"Kafka at {self.address} refused ApiVersions: {error_name(error)}")
@@ -278,8 +335,9 @@ def bootstrap_addresses(servers: str) -> list[tuple[str, int]]:
 class Cluster:
     """Connections to the brokers of one cluster, opened as needed."""
 
-    def __init__(self, bootstrap_servers: str, timeout_s: float = 10.0) -> None:
+    def __init__(self, bootstrap_servers: str, timeout_s: float = 10.0, security: Optional[Security] = None) -> None:
         self.timeout_s = timeout_s
+        self.security = security
         self._connections: dict[int, Connection] = {}
         self.bootstrap = self._connect_any(bootstrap_addresses(bootstrap_servers))
         try:
@@ -302,8 +360,10 @@ class Cluster:
         errors = []
         for host, port in addresses:
             try:
-                return Connection(host, port, self.timeout_s)
+                return Connection(host, port, self.timeout_s, self.security)
             except KafkaWireError as exc:
+                if not exc.retriable:
+                    raise
                 errors.append(str(exc))
         raise KafkaWireError("; ".join(errors))
 
@@ -336,7 +396,7 @@ class Cluster:
             if f"{node.host}:{node.port}" == self.bootstrap.address:
                 self._connections[node_id] = self.bootstrap
             else:
-                self._connections[node_id] = Connection(node.host, node.port, self.timeout_s)
+                self._connections[node_id] = Connection(node.host, node.port, self.timeout_s, self.security)
         return self._connections[node_id]
 
     def each_broker(self) -> Iterator[tuple[int, Connection]]:
@@ -344,10 +404,17 @@ class Cluster:
             yield node_id, self.connection(node_id)
 
 
-def answers_kafka(bootstrap_servers: str, timeout_s: float = 5.0) -> bool:
-    """True if a broker of ``bootstrap_servers`` answers ApiVersions and Metadata lists a live broker."""
+def answers_kafka(bootstrap_servers: str, timeout_s: float = 5.0, security: Optional[Security] = None) -> bool:
+    """True if a broker of ``bootstrap_servers`` answers ApiVersions and Metadata lists a live broker.
+
+    A refusal of the security settings raises it (:class:`KafkaWireError` that is not retriable).
+    """
     try:
-        with Cluster(bootstrap_servers, timeout_s=timeout_s) as cluster:
+        with Cluster(bootstrap_servers, timeout_s=timeout_s, security=security) as cluster:
             return bool(cluster.nodes)
-    except (KafkaWireError, struct.error, IndexError, UnicodeDecodeError):  # the last three: a peer not speaking Kafka
+    except KafkaWireError as exc:
+        if not exc.retriable:
+            raise
+        return False
+    except (struct.error, IndexError, UnicodeDecodeError):  # a peer not speaking Kafka
         return False

@@ -1,6 +1,7 @@
 """Shared fixtures: the real Kafka broker (once per session) and isolated pipeline runs."""
 from __future__ import annotations
 
+import dataclasses
 import re
 import uuid
 from typing import Callable, Iterator
@@ -16,6 +17,8 @@ from tools.run import PipelineRun
 def kafka() -> Iterator[config.Settings]:
     """A broker that answers: the project's local one (started if needed) or KAFKA_BOOTSTRAP_SERVERS."""
     settings = config.load()
+    if settings.use_local_broker:  # with its secured listeners too (tests/integration/test_secured_cluster.py)
+        settings = dataclasses.replace(settings, broker_secured=True)
     started_here = settings.use_local_broker and not broker.is_running(settings)
     broker.ensure_running(settings)
     yield settings

@@ -7,6 +7,8 @@ Everything lives under ``settings.broker_home``::
     libs/<version>/   the jars (kept by ``wipe``)
     conf/<version>/   server.properties, the logging config, the throwaway pom.xml
     data/<version>/   the broker's storage (deleted by ``wipe``)
+    data/<version>.users  written once the storage holds the SCRAM users
+    security/         CA, certificates and SCRAM passwords (tools.broker_security)
     broker.log        the broker's log; broker.out has the JVM's own output
     broker.pid        pid, version and port of the running broker
 
@@ -40,6 +42,8 @@ from pathlib import Path
 
 from config import Settings, settings
 from kafka_ops.wire import KafkaWireError, answers_kafka, bootstrap_addresses
+from kafka_ops.wire_security import WireSecurity
+from tools.broker_security import SecurityFilesError, listener_properties, scram_format_arguments
 
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 LOG4J2_VERSION = "2.25.5"  # the log4j 2 release Kafka 4.x itself depends on
@@ -99,6 +103,10 @@ class Layout:
         return self.home / "data" / self.version
 
     @property
+    def users_marker(self) -> Path:
+        return self.home / "data" / f"{self.version}.users"
+
+    @property
     def server_properties(self) -> Path:
         return self.conf / "server.properties"
 
@@ -126,6 +134,7 @@ class RunningBroker:
     pid: int
     version: str
     port: int
+    secured: bool = False
 
 
 # --- small helpers ---------------------------------------------------------
@@ -282,6 +291,7 @@ def _server_properties(settings: Settings, layout: Layout) -> str:
     if _uses_log4j2(settings.kafka_version):  # share groups exist from Kafka 4.0
         properties["share.coordinator.state.topic.replication.factor"] = "1"
         properties["share.coordinator.state.topic.min.isr"] = "1"
+    properties.update(listener_properties(settings))
     lines = [f"{key}={value}" for key, value in properties.items()]
     return "# Written by tools/broker.py on every start; edit that file instead.\n" + "\n".join(lines) + "\n"
 
@@ -324,7 +334,11 @@ def _log4j_properties(log_file: Path) -> str:
 
 def _write_configs(settings: Settings, layout: Layout) -> None:
     layout.conf.mkdir(parents=True, exist_ok=True)
-    layout.server_properties.write_text(_server_properties(settings, layout))
+    try:
+        layout.server_properties.write_text(_server_properties(settings, layout))
+    except SecurityFilesError as error:
+        raise BrokerError(f"cannot make the secured listeners' files: {error}") from None
+    layout.server_properties.chmod(0o600)  # it holds the PLAIN users' passwords
     render = _log4j2_properties if _uses_log4j2(settings.kafka_version) else _log4j_properties
     layout.logging_config.write_text(render(layout.log_file))
 
@@ -348,12 +362,16 @@ def _new_cluster_id() -> str:
             return cluster_id
 
 
-def _format_storage(java: str, layout: Layout) -> None:
+def _format_storage(java: str, settings: Settings, layout: Layout) -> None:
     if (layout.data / "meta.properties").exists():
+        if settings.broker_secured and not layout.users_marker.exists():
+            raise BrokerError(f"the broker storage in {layout.data} was formatted without SCRAM users: "
+                              "delete it with `python -m tools.broker wipe` to start secured")
         return
     _say(f"formatting broker storage in {layout.data} (first start of Kafka {layout.version})...")
     layout.data.mkdir(parents=True, exist_ok=True)
-    arguments = ["--cluster-id", _new_cluster_id(), "--config", str(layout.server_properties), "--ignore-formatted"]
+    arguments = ["--cluster-id", _new_cluster_id(), "--config", str(layout.server_properties), "--ignore-formatted",
+                 *scram_format_arguments(settings.local_broker_files)]
     if int(layout.version.split(".")[0]) >= 4:
         # Kafka 4.x formats with transaction.version=2 by default. Under it, a broker restarted
         # after SIGTERM left committed transactions without their commit markers, in about one
@@ -364,6 +382,7 @@ def _format_storage(java: str, layout: Layout) -> None:
     if result.returncode != 0:
         output = (result.stdout + result.stderr).strip().splitlines() or ["no output"]
         raise BrokerError(f"formatting the broker storage failed: {output[-1]}")
+    layout.users_marker.write_text("this storage holds the SCRAM users of tools/broker_security.py\n")
 
 
 # `sh` puts the JVM in the background and exits at once, so the JVM is not our
@@ -399,7 +418,8 @@ def _is_broker_process(pid: int) -> bool:
 def _read_pid_file(layout: Layout) -> RunningBroker | None:
     try:
         record = json.loads(layout.pid_file.read_text())
-        return RunningBroker(pid=int(record["pid"]), version=str(record["version"]), port=int(record["port"]))
+        return RunningBroker(pid=int(record["pid"]), version=str(record["version"]), port=int(record["port"]),
+                             secured=bool(record.get("secured", False)))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -411,7 +431,7 @@ def _live_broker(layout: Layout) -> RunningBroker | None:
 
 
 def _write_pid_file(layout: Layout, broker: RunningBroker) -> None:
-    record = {"pid": broker.pid, "version": broker.version, "port": broker.port}
+    record = {"pid": broker.pid, "version": broker.version, "port": broker.port, "secured": broker.secured}
     layout.pid_file.write_text(json.dumps(record) + "\n")
 
 
@@ -496,14 +516,22 @@ def _wait_local(settings: Settings, pid: int, timeout: float, log_offset: int = 
     return time.monotonic() - started
 
 
-def _wait_external(settings: Settings, timeout: float) -> float:
+def _answers_external(settings: Settings) -> bool:
     _check_bootstrap_servers(settings.bootstrap_servers)
+    try:
+        return answers_kafka(settings.bootstrap_servers, security=WireSecurity.of(settings.kafka_client()))
+    except KafkaWireError as error:  # the security settings were refused: waiting will not help
+        raise BrokerError(str(error)) from None
+
+
+def _wait_external(settings: Settings, timeout: float) -> float:
     started = time.monotonic()
-    while not answers_kafka(settings.bootstrap_servers):
+    while not _answers_external(settings):
         if time.monotonic() - started > timeout:
             raise BrokerError(
                 f"no Kafka broker answered at KAFKA_BOOTSTRAP_SERVERS={settings.bootstrap_servers} "
-                f"within {timeout:.0f} s (checked with plaintext ApiVersions and Metadata requests)"
+                f"within {timeout:.0f} s (checked with ApiVersions and Metadata requests, "
+                f"KAFKA_SECURITY_PROTOCOL={settings.security.protocol})"
             )
         time.sleep(POLL_INTERVAL_S)
     return time.monotonic() - started
@@ -527,20 +555,26 @@ def _start(settings: Settings, layout: Layout) -> int:
     """Start a new broker process and wait until it is ready; return its pid."""
     java = _require_tool("java", "install a JDK 17 or newer (e.g. `apt-get install openjdk-17-jdk-headless`)")
     _check_heap(settings.broker_heap)
-    for port in (settings.broker_port, settings.broker_controller_port):
+    ports = [settings.broker_port, settings.broker_controller_port]
+    if settings.broker_secured:
+        ports += [settings.broker_sasl_ssl_port, settings.broker_ssl_port]
+    for port in ports:
         if not _port_free(port):
             raise BrokerError(
                 f"port {port} is in use by another program (not a broker started from {layout.home}): "
-                "stop that program or choose other ports with BROKER_PORT / BROKER_CONTROLLER_PORT"
+                "stop that program or choose other ports with BROKER_PORT / BROKER_CONTROLLER_PORT "
+                "(and BROKER_SASL_SSL_PORT / BROKER_SSL_PORT)"
             )
     fetch(settings)
     _write_configs(settings, layout)
-    _format_storage(java, layout)
+    _format_storage(java, settings, layout)
     log_offset = layout.log_file.stat().st_size if layout.log_file.exists() else 0
     command = _java_command(java, layout, settings.broker_heap, "kafka.Kafka", str(layout.server_properties))
     pid = _launch_detached(command, layout.out_file)
-    _write_pid_file(layout, RunningBroker(pid, settings.kafka_version, settings.broker_port))
-    _say(f"starting Kafka {settings.kafka_version} on localhost:{settings.broker_port} (pid {pid})...")
+    _write_pid_file(layout, RunningBroker(pid, settings.kafka_version, settings.broker_port, settings.broker_secured))
+    secured = (f", SASL_SSL on {settings.broker_sasl_ssl_port}, mutual TLS on {settings.broker_ssl_port}"
+               if settings.broker_secured else "")
+    _say(f"starting Kafka {settings.kafka_version} on localhost:{settings.broker_port}{secured} (pid {pid})...")
     _wait_local(settings, pid, settings.broker_start_timeout_s, log_offset)
     return pid
 
@@ -550,6 +584,11 @@ def _reuse(settings: Settings, broker: RunningBroker) -> None:
         raise BrokerError(
             f"Kafka {broker.version} is already running on localhost:{broker.port} (pid {broker.pid}) "
             f"from {settings.broker_home}: stop it first with `python -m tools.broker stop`"
+        )
+    if settings.broker_secured and not broker.secured:
+        raise BrokerError(
+            f"Kafka {broker.version} is already running on localhost:{broker.port} (pid {broker.pid}) without "
+            "the secured listeners BROKER_SECURED=true asks for: stop it first with `python -m tools.broker stop`"
         )
     _wait_local(settings, broker.pid, settings.broker_start_timeout_s)
     _say(f"reusing the running broker: Kafka {broker.version} on localhost:{broker.port} (pid {broker.pid})")
@@ -624,8 +663,7 @@ def wipe(settings: Settings = settings) -> None:
 def is_running(settings: Settings = settings) -> bool:
     """True if the broker (local, or the external cluster) answers Kafka requests right now."""
     if not settings.use_local_broker:
-        _check_bootstrap_servers(settings.bootstrap_servers)
-        return answers_kafka(settings.bootstrap_servers)
+        return _answers_external(settings)
     broker = _live_broker(Layout.of(settings))
     return broker is not None and answers_kafka(f"localhost:{broker.port}")
 
@@ -673,7 +711,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m tools.broker",
         description="Manage the project's single-node Kafka broker (KRaft), fetched from Maven Central.",
         epilog="Settings come from the environment via config: KAFKA_VERSION, BROKER_PORT, "
-        "BROKER_CONTROLLER_PORT, BROKER_HEAP, BROKER_HOME, BROKER_START_TIMEOUT_S; "
+        "BROKER_CONTROLLER_PORT, BROKER_HEAP, BROKER_HOME, BROKER_START_TIMEOUT_S, BROKER_SECURED "
+        "(with BROKER_SASL_SSL_PORT and BROKER_SSL_PORT); "
         "with KAFKA_BOOTSTRAP_SERVERS set, an external cluster is used instead.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="command")

@@ -113,7 +113,7 @@ class Verifier(threading.Thread):
         self.records = 0
         self._done = threading.Event()
         self._consumer = Consumer({
-            "bootstrap.servers": settings.bootstrap_servers,
+            **settings.kafka_client(),
             "group.id": f"{settings.app_id}-verifier",
             "isolation.level": "read_committed",
             "auto.offset.reset": "earliest",
@@ -156,7 +156,7 @@ class FaultRun:
         self.admin = admin(self.settings)
         self._stale_admins: list = []  # kept alive: destroying a client right after a broker restart is not safe
         self.offsets_reader = Consumer({  # reads the group's committed offsets; never joins it
-            "bootstrap.servers": self.settings.bootstrap_servers,
+            **self.settings.kafka_client(),
             "group.id": self.settings.app_id,
             "enable.auto.commit": False,
             "logger": CLIENT_LOG,
@@ -325,7 +325,7 @@ class FaultRun:
         s = self.settings
         tps = [TopicPartition(t, p) for t in (s.totals_topic, s.windows_topic, s.dlq_topic) for p in range(self.plan.partitions)]
         ends = admin_end_offsets(self.admin, timeout_s=30)(READ_UNCOMMITTED, [(tp.topic, tp.partition) for tp in tps])
-        reader = Consumer({"bootstrap.servers": s.bootstrap_servers, "group.id": f"{s.app_id}-sentinel",
+        reader = Consumer({**s.kafka_client(), "group.id": f"{s.app_id}-sentinel",
                            "isolation.level": "read_committed", "enable.auto.commit": False})
         reader.assign([TopicPartition(topic, partition, end) for (topic, partition), end in ends.items()])
         producer = Producer(producer_config(s, **{"transactional.id": f"{s.app_id}-sentinel"}))

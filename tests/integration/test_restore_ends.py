@@ -28,7 +28,7 @@ def changelog(kafka):
     client = admin(kafka)
     for future in client.create_topics([NewTopic(topic, 2, 1)], operation_timeout=30).values():
         future.result()
-    offsets = CommittedOffsets(kafka.bootstrap_servers, f"restore-ends-{uuid.uuid4().hex[:8]}")
+    offsets = CommittedOffsets(kafka.kafka_client(), f"restore-ends-{uuid.uuid4().hex[:8]}")
     yield topic, offsets
     offsets.close()
 

@@ -15,7 +15,7 @@ from faust.types import TP
 
 from faust_eos.offsets import CommittedOffsets
 
-NOBODY = "127.0.0.1:1"  # refuses connections at once
+NOBODY = {"bootstrap.servers": "127.0.0.1:1"}  # refuses connections at once
 
 
 @pytest.mark.parametrize("call", ["read", "restore_ends"])
