@@ -10,6 +10,7 @@ from faust.cli import option
 
 from app import app
 from app import loadgen
+from app.preflight import exit_unless_reachable
 from app.reconcile import reconcile_until_settled, summary
 from config import settings
 
@@ -31,6 +32,7 @@ async def produce(self, count: int, rate: float, seed: int, merchants: int, cust
                                 duplicate_rate=duplicate_rate, bad_rate=bad_rate)
     except ValueError as exc:
         raise click.UsageError(str(exc))
+    exit_unless_reachable(settings)
     result = loadgen.produce(spec, settings)
     self.say(f"produced {result.produced:,} records in {result.elapsed_s:.1f} s ({result.rate:,.0f}/s): "
              + ", ".join(f"{kind} {n:,}" for kind, n in result.by_kind.most_common()))
@@ -42,6 +44,7 @@ async def produce(self, count: int, rate: float, seed: int, merchants: int, cust
 )
 async def reconcile(self, wait: float, json_path: str | None) -> None:
     """Check the outputs against a recomputation from the input; exit 1 on any mismatch."""
+    exit_unless_reachable(settings)
     report = reconcile_until_settled(settings, wait)
     self.say(summary(report))
     if json_path:

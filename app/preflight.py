@@ -173,6 +173,20 @@ def _exit(lines: list[str]) -> NoReturn:
     raise SystemExit(1)
 
 
+def _unreachable(exc: KafkaWireError) -> str:
+    if not exc.retriable:  # a TLS or SASL setting: the line says which
+        return f"cannot connect to the cluster: {exc}"
+    return f"cannot check the settings against the cluster: {exc} (is the broker running? see KAFKA_BOOTSTRAP_SERVERS)"
+
+
+def exit_unless_reachable(settings: Settings) -> None:
+    """For commands: exit 1 with one line unless the cluster answers and accepts the security settings."""
+    try:
+        wait_reachable(settings.kafka_client(), REACH_TIMEOUT_S)
+    except KafkaWireError as exc:
+        _exit([_unreachable(exc)])
+
+
 def _create_pipeline_topics(settings: Settings) -> list[str]:
     admin = _admin(settings)
     existing = partition_counts(admin, pipeline_topics(settings), REACH_TIMEOUT_S)
@@ -192,10 +206,7 @@ class Worker(faust.Worker):
             if not found:
                 found = _create_pipeline_topics(settings)
         except KafkaWireError as exc:
-            if not exc.retriable:  # a TLS or SASL setting: the line says which
-                _exit([f"cannot connect to the cluster: {exc}"])
-            _exit([f"cannot check the settings against the cluster: {exc} "
-                   "(is the broker running? see KAFKA_BOOTSTRAP_SERVERS)"])
+            _exit([_unreachable(exc)])
         except (KafkaException, TimeoutError) as exc:
             reason = exc.args[0].str() if isinstance(exc, KafkaException) else "timed out"
             _exit([f"cannot check the settings against the cluster: {reason} "

@@ -168,3 +168,17 @@ def test_bad_security_input_stops_the_worker_at_start_with_one_line(kafka, stran
     assert len(errors) == 1 and expected in errors[0], started.stderr[-2000:]
     assert "Traceback" not in started.stdout + started.stderr
     assert "not-the-password" not in started.stdout + started.stderr
+
+
+@pytest.mark.parametrize("command", [("produce", "--count", "10"), ("reconcile",), ("transactions",)],
+                         ids=lambda command: command[0])
+def test_commands_stop_with_the_same_one_line(kafka, command):
+    env = config.child_env(APP_ID=f"bad-input-{free_port()}", KAFKA_SECURITY_PROTOCOL="SASL_SSL",
+                           KAFKA_SASL_PASSWORD="not-the-password")
+
+    ran = faust(env, *command)
+
+    errors = [line for line in ran.stderr.splitlines() if line.startswith("error:")]
+    assert ran.returncode == 1 and len(errors) == 1, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert "refused the SASL login of user 'faust-eos'" in errors[0]
+    assert "Traceback" not in ran.stdout + ran.stderr
