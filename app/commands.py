@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 from faust.cli import option
 
+from app import acls as required_acls
 from app import app
 from app import loadgen
 from app.preflight import exit_unless_reachable
@@ -53,3 +54,14 @@ async def reconcile(self, wait: float, json_path: str | None) -> None:
         self.say(f"report written to {json_path}")
     if not report["ok"]:
         sys.exit(1)
+
+
+@app.command(
+    option("--principal", default=None, help="Whose ACLs, e.g. User:payments; default: the one of the settings."),
+)
+async def acls(self, principal: str | None) -> None:
+    """List the ACLs a worker's principal needs with these settings (grant them with kafka-acls.sh)."""
+    who = principal or required_acls.principal(settings)
+    rows = [p.row() for p in required_acls.required(settings)]
+    self.say(self.tabulate(rows, headers=("resource", "pattern", "name", "operation", "why"),
+                           title=f"ACLs {who} needs (each allows any host)"))

@@ -8,13 +8,14 @@ starts (through the app's ``Worker`` class; other commands skip it):
 * under exactly-once, TRANSACTION_TIMEOUT_MS must not exceed the brokers'
   ``transaction.max.timeout.ms``;
 * existing input and changelog topics must have PARTITIONS partitions;
+* the cluster answers and accepts the security settings (never retried once refused);
 * with PROFILE=production, the transaction state log must be replicated enough
   for exactly-once to survive a broker loss (replication factor 3, min ISR 2).
 
 Then the pipeline's input and output topics the cluster lacks are created, with
 PARTITIONS partitions and the pipeline's replication factor: clusters usually
 do not create topics on first use, and a transaction sending to a missing topic
-only times out.
+only times out. Last, the ACLs this client needs are checked (:mod:`app.acls`).
 
 Each problem (or topic the cluster refused to create) is one line naming the
 setting and the fix; the worker prints them and exits with status 1.
@@ -27,9 +28,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Collection, NoReturn
 
 import faust
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
+from app import acls
 from app.kafka import pipeline_topics
 from config import Settings, settings
 from faust_eos.collector import collect_less_often
@@ -99,7 +101,7 @@ def create_missing_topics(settings: Settings, existing: Collection[str],
     return [
         f"topic {r.topic!r} is missing and the cluster refused to create it ({r.error}: {r.reason}): "
         f"create it with {settings.partitions} partitions (replication factor {settings.replication_factor}), "
-        "or grant this client Create on the cluster"
+        "or grant this client Create on it"
         for r in create(missing, settings.partitions, settings.replication_factor)
     ]
 
@@ -160,11 +162,14 @@ def gather(settings: Settings, topics: list[str], timeout_s: float = REACH_TIMEO
     )
 
 
+def changelog_topics(app: faust.App) -> list[str]:
+    return sorted({table.changelog_topic.get_topic_name() for table in app.tables.values()})
+
+
 def checked_topics(app: faust.App) -> list[str]:
     """The topics agents consume and the tables' changelogs."""
     inputs = {topic for agent in app.agents.values() for topic in agent.channel.topics}
-    changelogs = {table.changelog_topic.get_topic_name() for table in app.tables.values()}
-    return sorted(inputs | changelogs)
+    return sorted(inputs | set(changelog_topics(app)))
 
 
 def _exit(lines: list[str]) -> NoReturn:
@@ -205,11 +210,17 @@ class Worker(faust.Worker):
             found = problems(settings, gather(settings, checked_topics(self.app)))
             if not found:
                 found = _create_pipeline_topics(settings)
+            if not found:
+                found = acls.missing(settings, _admin(settings), changelog_topics(self.app))
         except KafkaWireError as exc:
             _exit([_unreachable(exc)])
-        except (KafkaException, TimeoutError) as exc:
-            reason = exc.args[0].str() if isinstance(exc, KafkaException) else "timed out"
-            _exit([f"cannot check the settings against the cluster: {reason} "
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:  # gather's DescribeConfigs
+                _exit([acls.lacks(acls.principal(settings), acls.describe_configs())])
+            _exit([f"cannot check the settings against the cluster: {exc.args[0].str()} "
+                   "(is the broker running? see KAFKA_BOOTSTRAP_SERVERS)"])
+        except TimeoutError:
+            _exit(["cannot check the settings against the cluster: timed out "
                    "(is the broker running? see KAFKA_BOOTSTRAP_SERVERS)"])
         if found:
             _exit(found)

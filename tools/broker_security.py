@@ -154,4 +154,7 @@ def listener_properties(settings: Settings) -> dict[str, str]:
            "org.apache.kafka.common.security.scram.ScramLoginModule required;" for m in SCRAM_MECHANISMS},
         "listener.name.sasl_ssl.plain.sasl.jaas.config":
             f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};",
+        # Other principals need ACLs; the plaintext listener (and the controller's) stay all-powerful.
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": ";".join(["User:ANONYMOUS", *(f"User:{user}" for user in USERS), f"User:CN={LOCAL_USER}"]),
     }

@@ -59,5 +59,5 @@ def test_a_topic_the_cluster_refuses_to_create_stops_the_worker_with_one_line_pe
     lines = result.stderr.strip().splitlines()
     assert [line.split(" is missing")[0] for line in lines] == [
         f"error: topic '{topic}'" for topic in sorted(pipeline_topics(config.load(env)))], result.stderr
-    assert all("create it with 6 partitions (replication factor 1), or grant this client Create on the cluster"
+    assert all("create it with 6 partitions (replication factor 1), or grant this client Create on it"
                in line for line in lines)

@@ -98,7 +98,7 @@ def test_a_refused_topic_is_one_line_naming_it_and_the_fix(error):
     [line] = create_missing_topics(load({"PARTITIONS": "4"}), {"payments"}, cluster.create)
     assert line == (f"topic 'merchant-windows' is missing and the cluster refused to create it ({error}: "
                     "Authorization failed.): create it with 4 partitions (replication factor 1), "
-                    "or grant this client Create on the cluster")
+                    "or grant this client Create on it")
 
 
 def test_each_refused_topic_has_its_own_line():
