@@ -19,8 +19,6 @@ missing Create on a pipeline topic as the refusal to create it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
-
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import (
     AclBinding, AclOperation, AclPermissionType, AdminClient, ConfigResource, NewTopic, ResourcePatternType,
@@ -116,22 +114,24 @@ def _refused(exc: BaseException) -> bool:
 
 
 def _allowed_on_topics(admin: AdminClient, topics: list[str]) -> dict[str, set[AclOperation] | None]:
-    """Per existing topic, the operations allowed (empty: refused outright); None for a topic not there."""
+    """Per existing topic, the operations allowed (empty: refused outright); None for a topic not there
+    (or a broker that does not say)."""
     allowed: dict[str, set[AclOperation] | None] = {}
     futures = admin.describe_topics(TopicCollection(topics), include_authorized_operations=True,
                                     request_timeout=PROBE_TIMEOUT_S)
     for topic, future in futures.items():
         try:
-            allowed[topic] = set(future.result().authorized_operations or ())
+            operations = future.result().authorized_operations
+            allowed[topic] = set(operations) if operations is not None else None
         except KafkaException as exc:
             allowed[topic] = set() if _refused(exc) else None
     return allowed
 
 
-def _creatable(admin: AdminClient, topics: list[str], partitions: int) -> dict[str, bool]:
+def _creatable(admin: AdminClient, topics: list[str], partitions: int, replicas: int) -> dict[str, bool]:
     if not topics:
         return {}
-    futures = admin.create_topics([NewTopic(t, partitions, 1) for t in topics], validate_only=True,
+    futures = admin.create_topics([NewTopic(t, partitions, replicas) for t in topics], validate_only=True,
                                   request_timeout=PROBE_TIMEOUT_S)
     outcome = {}
     for topic, future in futures.items():
@@ -147,7 +147,8 @@ def _group_readable(admin: AdminClient, group: str) -> bool:
     future = admin.describe_consumer_groups([group], include_authorized_operations=True,
                                             request_timeout=PROBE_TIMEOUT_S)[group]
     try:
-        return AclOperation.READ in (future.result().authorized_operations or ())
+        operations = future.result().authorized_operations
+        return operations is None or AclOperation.READ in operations
     except KafkaException as exc:
         return not _refused(exc)
 
@@ -173,8 +174,7 @@ def _transactions_allowed(settings: Settings) -> bool:
         return not _refused(exc)
 
 
-def missing(settings: Settings, admin: AdminClient, changelogs: list[str],
-            transactions_allowed: Callable[[Settings], bool] = _transactions_allowed) -> list[str]:
+def missing(settings: Settings, admin: AdminClient, changelogs: list[str]) -> list[str]:
     """One line per permission of :func:`required` this client lacks, as far as the cluster shows it."""
     who = principal(settings)
     wanted = required(settings)
@@ -188,12 +188,12 @@ def missing(settings: Settings, admin: AdminClient, changelogs: list[str],
         if any(allowed.get(name) is not None and permission.operation not in allowed[name] for name in names):
             lacking.append(permission)
     not_there = [t for t in changelogs if allowed.get(t) is None]
-    creatable = _creatable(admin, not_there, settings.partitions)
+    creatable = _creatable(admin, not_there, settings.partitions, settings.replication_factor)
     lacking += [p for p in wanted if p.resource == ResourceType.TOPIC and p.prefixed
                 and p.operation == AclOperation.CREATE and not all(creatable.values())]
     lacking += [p for p in wanted if p.resource == ResourceType.GROUP and not _group_readable(admin, p.name)]
     lacking += [p for p in wanted if p.resource == ResourceType.BROKER and not _cluster_configs_readable(admin)]
-    lacking += [p for p in wanted if p.resource == ResourceType.TRANSACTIONAL_ID and not transactions_allowed(settings)]
+    lacking += [p for p in wanted if p.resource == ResourceType.TRANSACTIONAL_ID and not _transactions_allowed(settings)]
     return [lacks(who, p) for p in lacking]
 
 
