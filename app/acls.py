@@ -31,7 +31,7 @@ AUTHORIZATION_FAILURES = {
     KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
     KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 }
-PROBE_TIMEOUT_S = 30.0
+PROBE_TIMEOUT_S = 10.0  # each; the cluster answered the checks before this one moments ago
 CLUSTER_NAME = "kafka-cluster"  # the one name of the cluster resource (librdkafka calls its type BROKER)
 RESOURCE_NAMES = {ResourceType.TOPIC: "topic", ResourceType.GROUP: "group",
                   ResourceType.TRANSACTIONAL_ID: "transactional id", ResourceType.BROKER: "cluster"}
@@ -39,7 +39,8 @@ RESOURCE_NAMES = {ResourceType.TOPIC: "topic", ResourceType.GROUP: "group",
 RESOURCE_TYPES = {ResourceType.TOPIC: "Topic", ResourceType.GROUP: "Group",
                   ResourceType.TRANSACTIONAL_ID: "TransactionalId", ResourceType.BROKER: "Cluster"}
 OPERATION_NAMES = {AclOperation.READ: "Read", AclOperation.WRITE: "Write", AclOperation.CREATE: "Create",
-                   AclOperation.DESCRIBE_CONFIGS: "DescribeConfigs"}
+                   AclOperation.DESCRIBE: "Describe", AclOperation.DESCRIBE_CONFIGS: "DescribeConfigs"}
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,9 @@ def required(settings: Settings) -> list[Permission]:
     if s.exactly_once:
         wanted.append(Permission(ResourceType.TRANSACTIONAL_ID, f"{s.app_id}-", AclOperation.WRITE,
                                  "one transactional producer per input partition", prefixed=True))
+    if s.exactly_once and s.profile == "production":
+        wanted += [_topic(TRANSACTION_STATE_TOPIC, operation, "PROFILE=production checks its replication")
+                   for operation in (AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS)]
     return wanted
 
 
@@ -122,7 +126,7 @@ def _allowed_on_topics(admin: AdminClient, topics: list[str]) -> dict[str, set[A
     for topic, future in futures.items():
         try:
             operations = future.result().authorized_operations
-            allowed[topic] = set(operations) if operations is not None else None
+            allowed[topic] = set(operations) if operations else None  # an empty list: the broker did not say
         except KafkaException as exc:
             allowed[topic] = set() if _refused(exc) else None
     return allowed
@@ -148,7 +152,7 @@ def _group_readable(admin: AdminClient, group: str) -> bool:
                                             request_timeout=PROBE_TIMEOUT_S)[group]
     try:
         operations = future.result().authorized_operations
-        return operations is None or AclOperation.READ in operations
+        return not operations or AclOperation.READ in operations  # an empty list: the broker did not say
     except KafkaException as exc:
         return not _refused(exc)
 
@@ -176,25 +180,27 @@ def _transactions_allowed(settings: Settings) -> bool:
 
 def missing(settings: Settings, admin: AdminClient, changelogs: list[str]) -> list[str]:
     """One line per permission of :func:`required` this client lacks, as far as the cluster shows it."""
-    who = principal(settings)
     wanted = required(settings)
     topics = sorted({p.name for p in wanted if p.resource == ResourceType.TOPIC and not p.prefixed} | set(changelogs))
     allowed = _allowed_on_topics(admin, topics)
-    lacking: list[Permission] = []
-    for permission in wanted:
-        if permission.resource != ResourceType.TOPIC or permission.operation == AclOperation.CREATE:
-            continue
-        names = [t for t in changelogs if t.startswith(permission.name)] if permission.prefixed else [permission.name]
-        if any(allowed.get(name) is not None and permission.operation not in allowed[name] for name in names):
-            lacking.append(permission)
-    not_there = [t for t in changelogs if allowed.get(t) is None]
-    creatable = _creatable(admin, not_there, settings.partitions, settings.replication_factor)
-    lacking += [p for p in wanted if p.resource == ResourceType.TOPIC and p.prefixed
-                and p.operation == AclOperation.CREATE and not all(creatable.values())]
-    lacking += [p for p in wanted if p.resource == ResourceType.GROUP and not _group_readable(admin, p.name)]
-    lacking += [p for p in wanted if p.resource == ResourceType.BROKER and not _cluster_configs_readable(admin)]
-    lacking += [p for p in wanted if p.resource == ResourceType.TRANSACTIONAL_ID and not _transactions_allowed(settings)]
-    return [lacks(who, p) for p in lacking]
+
+    def lacking(permission: Permission) -> bool:
+        if permission.resource == ResourceType.TOPIC and permission.operation == AclOperation.CREATE:
+            # a missing pipeline topic is created before this check, and names Create if refused
+            not_there = [t for t in changelogs if allowed.get(t) is None]
+            return permission.prefixed and not all(
+                _creatable(admin, not_there, settings.partitions, settings.replication_factor).values())
+        if permission.resource == ResourceType.TOPIC:
+            names = [t for t in changelogs if t.startswith(permission.name)] if permission.prefixed \
+                else [permission.name]
+            return any(allowed.get(name) is not None and permission.operation not in allowed[name] for name in names)
+        if permission.resource == ResourceType.GROUP:
+            return not _group_readable(admin, permission.name)
+        if permission.resource == ResourceType.BROKER:
+            return not _cluster_configs_readable(admin)
+        return not _transactions_allowed(settings)
+
+    return [lacks(principal(settings), p) for p in wanted if lacking(p)]
 
 
 def lacks(who: str, permission: Permission) -> str:

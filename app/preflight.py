@@ -32,6 +32,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from app import acls
+from app.acls import TRANSACTION_STATE_TOPIC
 from app.kafka import pipeline_topics
 from config import Settings, settings
 from faust_eos.collector import collect_less_often
@@ -39,7 +40,6 @@ from kafka_ops.topics import TopicRefused, create_topics, partition_counts
 from kafka_ops.wire import KafkaWireError
 from kafka_ops.wire_security import cluster as wire_cluster
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 PRODUCTION_REPLICATION_FACTOR = 3
 PRODUCTION_MIN_ISR = 2
 REACH_TIMEOUT_S = 30.0
@@ -192,8 +192,7 @@ def exit_unless_reachable(settings: Settings) -> None:
         _exit([_unreachable(exc)])
 
 
-def _create_pipeline_topics(settings: Settings) -> list[str]:
-    admin = _admin(settings)
+def _create_pipeline_topics(settings: Settings, admin: AdminClient) -> list[str]:
     existing = partition_counts(admin, pipeline_topics(settings), REACH_TIMEOUT_S)
 
     def create(topics: list[str], partitions: int, replication_factor: int) -> list[TopicRefused]:
@@ -208,10 +207,11 @@ class Worker(faust.Worker):
     def execute_from_commandline(self) -> NoReturn:
         try:
             found = problems(settings, gather(settings, checked_topics(self.app)))
+            admin = _admin(settings)
             if not found:
-                found = _create_pipeline_topics(settings)
+                found = _create_pipeline_topics(settings, admin)
             if not found:
-                found = acls.missing(settings, _admin(settings), changelog_topics(self.app))
+                found = acls.missing(settings, admin, changelog_topics(self.app))
         except KafkaWireError as exc:
             _exit([_unreachable(exc)])
         except KafkaException as exc:

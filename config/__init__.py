@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
-from config.security import KafkaSecurity, LocalBrokerFiles, SecurityError, read_security
+from config.security import KafkaSecurity, LocalBrokerFiles, SecurityError, parse_flag, read_security
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -148,12 +148,6 @@ def _non_negative_float(raw: str) -> float:
     return value
 
 
-def _boolean(raw: str) -> bool:
-    if raw.strip().lower() not in ("true", "false"):
-        raise ValueError(raw)
-    return raw.strip().lower() == "true"
-
-
 def _guarantee(raw: str) -> str:
     if raw not in GUARANTEES:
         raise ValueError(raw)
@@ -198,7 +192,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         broker_home=broker_home,
         broker_start_timeout_s=_read(env, "BROKER_START_TIMEOUT_S", 90.0, _positive_float, "seconds, e.g. 90"),
         broker_secured=_read(env, "BROKER_SECURED", security.protocol != "PLAINTEXT" and not external,
-                             _boolean, "use true or false"),
+                             parse_flag, "use true or false"),
         broker_sasl_ssl_port=sasl_ssl_port,
         broker_ssl_port=ssl_port,
         security=security,
@@ -224,6 +218,9 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         standby_replicas=_read(env, "STANDBY_REPLICAS", 0, _non_negative_int, "a replica count, 0 or more, e.g. 1"),
         table_write_buffer_mb=_read(env, "TABLE_WRITE_BUFFER_MB", 64.0, _positive_float, "MiB, e.g. 64 or 0.5"),
     )
+    if settings.use_local_broker and settings.security.protocol != "PLAINTEXT" and not settings.broker_secured:
+        raise ConfigError(f"KAFKA_SECURITY_PROTOCOL={settings.security.protocol} needs the local broker's secured "
+                          "listeners, which BROKER_SECURED=false turns off: unset BROKER_SECURED")
     if settings.commit_interval_ms * 3 > settings.transaction_timeout_ms:
         raise ConfigError(
             f"COMMIT_INTERVAL_MS={settings.commit_interval_ms} is too close to "

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 #: the SCRAM user the local broker creates for the pipeline (tools.broker)
@@ -68,11 +70,11 @@ class KafkaSecurity:
 
     @property
     def uses_tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
+        return self.protocol in TLS_PROTOCOLS
 
     @property
     def uses_sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        return self.protocol in SASL_PROTOCOLS
 
     def librdkafka(self) -> dict[str, str]:
         """These settings as librdkafka spells them (empty for PLAINTEXT); holds the password."""
@@ -129,13 +131,20 @@ def _existing_file(env: Mapping[str, str], name: str) -> Path | None:
     return path
 
 
+def parse_flag(raw: str) -> bool:
+    """``true`` or ``false``, in any case; anything else raises ValueError."""
+    value = raw.strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError(raw)
+    return value == "true"
+
+
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = env.get(name, "").strip().lower()
-    if not raw:
-        return default
-    if raw not in ("true", "false"):
-        raise SecurityError(f"{name}={raw!r} is not valid: use true or false")
-    return raw == "true"
+    raw = env.get(name, "")
+    try:
+        return parse_flag(raw) if raw.strip() else default
+    except ValueError:
+        raise SecurityError(f"{name}={raw!r} is not valid: use true or false") from None
 
 
 def _password(env: Mapping[str, str], fallback: Callable[[], Path | None]) -> Secret | None:
@@ -155,7 +164,7 @@ def _password(env: Mapping[str, str], fallback: Callable[[], Path | None]) -> Se
 def read_security(env: Mapping[str, str], local: LocalBrokerFiles | None) -> KafkaSecurity:
     """The security settings in ``env``; ``local`` fills in the local broker's files when it is used."""
     protocol = _one_of("KAFKA_SECURITY_PROTOCOL", env.get("KAFKA_SECURITY_PROTOCOL") or "PLAINTEXT", PROTOCOLS)
-    tls, sasl = protocol in ("SSL", "SASL_SSL"), protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+    tls, sasl = protocol in TLS_PROTOCOLS, protocol in SASL_PROTOCOLS
     for name in ("KAFKA_SSL_CA_FILE", "KAFKA_SSL_CERT_FILE", "KAFKA_SSL_KEY_FILE", "KAFKA_SSL_CHECK_HOSTNAME"):
         if env.get(name) and not tls:
             raise SecurityError(f"{name} is set but KAFKA_SECURITY_PROTOCOL={protocol} uses no TLS: "

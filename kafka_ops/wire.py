@@ -96,16 +96,17 @@ TLS_HINTS = (
     ("BAD_CERTIFICATE", "the broker refused the client certificate, or needs one "
                         "(see KAFKA_SSL_CERT_FILE, KAFKA_SSL_KEY_FILE)"),
     ("WRONG_VERSION_NUMBER", "it does not answer in TLS: is it a PLAINTEXT listener? (see KAFKA_SECURITY_PROTOCOL)"),
-    ("EOF", "it closed the connection during the TLS handshake: is it a PLAINTEXT listener? "
-            "(see KAFKA_SECURITY_PROTOCOL)"),
 )
+#: a TLS session cut short: a broker going down, or a PLAINTEXT listener dropping the handshake; worth a retry
+TLS_CUT_SHORT = ("EOF", "it closed the connection during TLS: is it a PLAINTEXT listener? (see KAFKA_SECURITY_PROTOCOL)")
 
 
-def tls_refusal(exc: OSError, address: str) -> KafkaWireError:
-    """One line, not retriable, for a TLS session the broker refused or ended."""
-    reason = str(getattr(exc, "reason", None) or exc)
-    hint = next((text for word, text in TLS_HINTS if word in reason.upper()), "see KAFKA_SECURITY_PROTOCOL")
-    return KafkaWireError(f"TLS with Kafka at {address} failed ({reason}): {hint}", retriable=False)
+def tls_failure(exc: ssl.SSLError, address: str) -> KafkaWireError:
+    """One line for a TLS session that failed; retriable unless the broker refused it (a TLS alert)."""
+    reason = str(exc.reason or exc)
+    refusal = next((text for word, text in TLS_HINTS if word in reason.upper()), None)
+    hint = refusal or (TLS_CUT_SHORT[1] if TLS_CUT_SHORT[0] in reason.upper() else "see KAFKA_SECURITY_PROTOCOL")
+    return KafkaWireError(f"TLS with Kafka at {address} failed ({reason}): {hint}", retriable=refusal is None)
 
 
 def error_name(code: int) -> str:
@@ -265,8 +266,8 @@ class Connection:
             if not 4 <= size <= MAX_RESPONSE_BYTES:
                 raise KafkaWireError(f"{self.address} answered with an implausible size {size}: is it a Kafka broker?")
             response = self._read(size)
-        except ssl.SSLError as exc:  # an alert after the handshake, e.g. the broker refusing our certificate
-            raise tls_refusal(exc, self.address) from None
+        except ssl.SSLError as exc:  # e.g. an alert after the handshake: the broker refusing our certificate
+            raise tls_failure(exc, self.address) from None
         except OSError as exc:
             raise KafkaWireError(f"lost the connection to Kafka at {self.address}: {exc}") from None
         if struct.unpack_from(">i", response)[0] != self._correlation:

@@ -15,10 +15,10 @@ import secrets
 import socket
 import ssl
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
-from kafka_ops.wire import Cluster, KafkaWireError, tls_refusal
+from kafka_ops.wire import Cluster, KafkaWireError, tls_failure
 
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
@@ -85,7 +85,7 @@ class WireSecurity:
     tls: Optional[ssl.SSLContext] = None
     mechanism: Optional[str] = None
     username: str = ""
-    password: str = ""
+    password: str = field(default="", repr=False)
 
     @classmethod
     def of(cls, client: Mapping[str, Any]) -> WireSecurity:
@@ -119,9 +119,13 @@ class WireSecurity:
             sock.close()
             raise KafkaSecurityError(f"the TLS certificate of Kafka at {address} was refused: "
                                      f"{exc.verify_message} (see KAFKA_SSL_CA_FILE, KAFKA_SSL_CHECK_HOSTNAME)") from None
-        except OSError as exc:
+        except ssl.SSLError as exc:
             sock.close()
-            raise tls_refusal(exc, address) from None
+            raise tls_failure(exc, address) from None
+        except OSError as exc:  # a timeout or a reset: the broker may be going down, so worth a retry
+            sock.close()
+            raise KafkaWireError(f"lost the connection to Kafka at {address} during the TLS handshake: "
+                                 f"{exc.strerror or exc}") from None
 
     def authenticate(self, exchange: Exchange, address: str) -> None:
         """Authenticate a new connection with SASL, if configured."""

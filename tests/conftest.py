@@ -1,24 +1,26 @@
 """Shared fixtures: the real Kafka broker (once per session) and isolated pipeline runs."""
 from __future__ import annotations
 
-import dataclasses
+import os
 import re
 import uuid
 from typing import Callable, Iterator
 
 import pytest
 
-import config
-from tools import broker
-from tools.run import PipelineRun
+# The local broker runs with its secured listeners (tests/integration/test_secured_cluster.py): set before
+# the settings load, so that every broker (re)start in the tests, the fault harness's too, keeps them.
+os.environ.setdefault("BROKER_SECURED", "true")
+
+import config  # noqa: E402
+from tools import broker  # noqa: E402
+from tools.run import PipelineRun  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def kafka() -> Iterator[config.Settings]:
     """A broker that answers: the project's local one (started if needed) or KAFKA_BOOTSTRAP_SERVERS."""
     settings = config.load()
-    if settings.use_local_broker:  # with its secured listeners too (tests/integration/test_secured_cluster.py)
-        settings = dataclasses.replace(settings, broker_secured=True)
     started_here = settings.use_local_broker and not broker.is_running(settings)
     broker.ensure_running(settings)
     yield settings

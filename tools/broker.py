@@ -43,7 +43,7 @@ from pathlib import Path
 from config import Settings, settings
 from kafka_ops.wire import KafkaWireError, answers_kafka, bootstrap_addresses
 from kafka_ops.wire_security import WireSecurity
-from tools.broker_security import SecurityFilesError, listener_properties, scram_format_arguments
+from tools.broker_security import SecurityFilesError, listener_properties, scram_format_arguments, write_private
 
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 LOG4J2_VERSION = "2.25.5"  # the log4j 2 release Kafka 4.x itself depends on
@@ -335,10 +335,9 @@ def _log4j_properties(log_file: Path) -> str:
 def _write_configs(settings: Settings, layout: Layout) -> None:
     layout.conf.mkdir(parents=True, exist_ok=True)
     try:
-        layout.server_properties.write_text(_server_properties(settings, layout))
+        write_private(layout.server_properties, _server_properties(settings, layout))  # it holds PLAIN passwords
     except SecurityFilesError as error:
         raise BrokerError(f"cannot make the secured listeners' files: {error}") from None
-    layout.server_properties.chmod(0o600)  # it holds the PLAIN users' passwords
     render = _log4j2_properties if _uses_log4j2(settings.kafka_version) else _log4j_properties
     layout.logging_config.write_text(render(layout.log_file))
 

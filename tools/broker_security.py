@@ -16,6 +16,7 @@ is secured, so a broker can be secured later without a wipe.
 from __future__ import annotations
 
 import datetime
+import os
 import secrets
 import subprocess
 import tempfile
@@ -42,6 +43,15 @@ def _openssl(*args: str, cwd: Path) -> None:
     if result.returncode != 0:
         lines = (result.stderr or result.stdout).strip().splitlines() or ["no output"]
         raise SecurityFilesError(f"openssl {args[0]} failed: {lines[-1]}")
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``, readable by the owner only from the start, whole or not at all."""
+    partial = path.with_name(path.name + ".partial")
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(text)
+    os.replace(partial, path)
 
 
 def _openssl_time(moment: datetime.datetime) -> str:
@@ -99,8 +109,7 @@ def ensure_passwords(files: LocalBrokerFiles) -> dict[str, str]:
     for user in USERS:
         path = files.password_file(user)
         if not path.exists():
-            path.touch(mode=0o600)
-            path.write_text(secrets.token_hex(16) + "\n")
+            write_private(path, secrets.token_hex(16) + "\n")
         passwords[user] = path.read_text().strip()
     return passwords
 
@@ -117,8 +126,7 @@ def ensure_certificates(files: LocalBrokerFiles) -> None:
     if not files.client_cert_file.exists():
         issue(directory, "client", LOCAL_USER, files.ca_file)
     keystore = directory / "broker-keystore.pem"  # key and chain in one file, as Kafka's PEM keystore takes them
-    keystore.write_text("".join((directory / part).read_text() for part in ("broker.key", "broker.pem", "ca.pem")))
-    keystore.chmod(0o600)
+    write_private(keystore, "".join((directory / part).read_text() for part in ("broker.key", "broker.pem", "ca.pem")))
 
 
 def scram_format_arguments(files: LocalBrokerFiles) -> list[str]:

@@ -4,7 +4,9 @@ librdkafka clients take their settings from ``Settings.kafka_client`` (the
 pipeline, tools, harness and benchmarks) or ``faust_eos.security.librdkafka_client``
 (the layer); Faust's aiokafka clients take ``broker_credentials``; the wire
 client opens through ``kafka_ops.wire_security``. So a client spelled any other
-way, which would speak plaintext to a secured cluster, fails here.
+way (a dict or an assignment naming ``bootstrap.servers``, an aiokafka client
+of its own, a wire connection not opened through ``wire_security``), which
+would speak plaintext to a secured cluster, fails here.
 """
 import ast
 from pathlib import Path
@@ -27,13 +29,21 @@ def modules():
             yield path.relative_to(ROOT).as_posix(), ast.parse(path.read_text())
 
 
-def functions_spelling_bootstrap_servers(tree: ast.AST):
-    for function in ast.walk(tree):
-        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for node in ast.walk(function):
-                if isinstance(node, ast.Dict) and any(
-                        isinstance(key, ast.Constant) and key.value == "bootstrap.servers" for key in node.keys):
-                    yield function.name
+def spells_bootstrap_servers(node: ast.AST) -> bool:
+    """A dict with the key, or an assignment to it (``config["bootstrap.servers"] = ...``)."""
+    if isinstance(node, ast.Dict):
+        return any(isinstance(key, ast.Constant) and key.value == "bootstrap.servers" for key in node.keys)
+    return (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)
+            and isinstance(node.slice, ast.Constant) and node.slice.value == "bootstrap.servers")
+
+
+def functions_spelling_bootstrap_servers(tree: ast.AST, within: str = "<module>"):
+    """The name of the innermost function around each place that spells the key (``<module>`` outside any)."""
+    for node in ast.iter_child_nodes(tree):
+        if spells_bootstrap_servers(node):
+            yield within
+        inner = node.name if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else within
+        yield from functions_spelling_bootstrap_servers(node, inner)
 
 
 def called_names(tree: ast.AST):

@@ -1,9 +1,12 @@
-"""The wire client's SASL logins, against a scripted broker: PLAIN (RFC 4616) and SCRAM (RFC 7677's example)."""
+"""The wire client's SASL logins, against a scripted broker: PLAIN (RFC 4616) and SCRAM (RFC 7677's example);
+which TLS failures are refusals and which are worth a retry."""
+import ssl
 import struct
 
 import pytest
 
 from kafka_ops import wire_security
+from kafka_ops.wire import KafkaWireError, tls_failure
 from kafka_ops.wire_security import SASL_AUTHENTICATE, SASL_HANDSHAKE, KafkaSecurityError, WireSecurity
 
 RFC_NONCE = "rOprNGfwEbeRWgbNEkqO"
@@ -94,3 +97,42 @@ def test_settings_are_read_in_librdkafkas_spelling():
     assert (security.tls, security.mechanism, security.username) == (None, "SCRAM-SHA-512", "u")
     with pytest.raises(KafkaSecurityError, match="'GSSAPI' is not supported"):
         WireSecurity.of({"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI"})
+
+
+def tls_error(reason: str, kind: type = ssl.SSLError) -> ssl.SSLError:
+    error = kind(1, f"[SSL: {reason}] {reason.lower()}")
+    error.reason = reason
+    return error
+
+
+@pytest.mark.parametrize("reason, words", [
+    ("SSLV3_ALERT_CERTIFICATE_UNKNOWN", "it has expired, or no CA the broker trusts signed it"),
+    ("SSLV3_ALERT_BAD_CERTIFICATE", "the broker refused the client certificate, or needs one"),
+    ("WRONG_VERSION_NUMBER", "is it a PLAINTEXT listener?"),
+])
+def test_a_tls_alert_is_a_refusal_not_worth_retrying(reason, words):
+    failure = tls_failure(tls_error(reason), "k:1")
+    assert words in str(failure) and not failure.retriable
+
+
+def test_a_tls_session_cut_short_is_worth_retrying():
+    failure = tls_failure(tls_error("UNEXPECTED_EOF_WHILE_READING", ssl.SSLEOFError), "k:1")
+    assert failure.retriable and "is it a PLAINTEXT listener?" in str(failure)
+
+
+def test_a_handshake_that_times_out_is_worth_retrying():
+    class SlowContext:
+        def wrap_socket(self, sock, server_hostname):
+            raise TimeoutError("timed out")
+
+    class Socket:
+        def close(self):
+            pass
+
+    with pytest.raises(KafkaWireError) as lost:
+        WireSecurity(tls=SlowContext()).wrap(Socket(), "k", "k:1")
+    assert lost.value.retriable and "during the TLS handshake: timed out" in str(lost.value)
+
+
+def test_the_password_does_not_show_in_the_security_it_is_kept_in():
+    assert "hunter2" not in repr(WireSecurity(mechanism="PLAIN", username="team", password="hunter2"))
