@@ -37,8 +37,9 @@ app = faust.App(
     broker_session_timeout=settings.session_timeout_s,
     broker_heartbeat_interval=max(settings.session_timeout_s / 10, 0.5),
     web_port=settings.web_port,
-    web_host="localhost",
-    web_bind="localhost",
+    web_host=settings.web_host,
+    web_bind=settings.web_bind,  # localhost unless told otherwise (README, Operating a worker)
+    web_tables_enabled=False,  # Faust's /table/ views would serve every table whole, dedup ids included
     Worker=Worker,  # checks the settings against the cluster before a worker starts
 )
 

@@ -61,6 +61,8 @@ class Settings:
     max_event_bytes: int  # MAX_EVENT_BYTES: larger records are rejected
     data_dir: Path  # DATA_DIR: worker state (RocksDB); one per worker process
     web_port: int  # WEB_PORT: the worker's HTTP port; one per worker process
+    web_bind: str  # WEB_BIND: the address it listens on (default localhost; 0.0.0.0 for every interface)
+    web_host: str  # WEB_HOST: the host name other workers reach it by (forwarded merchant queries)
     session_timeout_s: float  # SESSION_TIMEOUT_S: a silent worker leaves the group after this
     standby_replicas: int  # STANDBY_REPLICAS: standby copies of each table partition on other workers
     table_write_buffer_mb: float  # TABLE_WRITE_BUFFER_MB: RocksDB memtable per table partition
@@ -213,6 +215,8 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         max_event_bytes=_read(env, "MAX_EVENT_BYTES", 4096, _positive_int, "bytes, e.g. 4096"),
         data_dir=_read(env, "DATA_DIR", REPO_ROOT / ".data" / "worker", lambda s: Path(s).resolve(), "a directory"),
         web_port=_read(env, "WEB_PORT", 6066, _positive_int, "a TCP port number, e.g. 6066"),
+        web_bind=_read(env, "WEB_BIND", "localhost", str, "an address to listen on, e.g. localhost or 0.0.0.0"),
+        web_host=_read(env, "WEB_HOST", "localhost", str, "a host name, e.g. worker-1.internal"),
         topic_prefix=_read(env, "TOPIC_PREFIX", "", str, "a topic name prefix"),
         session_timeout_s=_read(env, "SESSION_TIMEOUT_S", 10.0, _positive_float, "seconds, e.g. 10"),
         standby_replicas=_read(env, "STANDBY_REPLICAS", 0, _non_negative_int, "a replica count, 0 or more, e.g. 1"),
