@@ -105,8 +105,10 @@ class Store(faust_internals.StoreHooks):
         decoding would give it, as it does after a restart. Records are decoded
         on every read: too much of a Faust model can change a value as it decodes.
         """
+        if not faust_internals.shareable(value):  # first: a record, never remembered, needs no lookup
+            return
         record = self._held.get(partition, {}).get(raw)
-        if record is None or record.value is not raw_value or not faust_internals.shareable(value):
+        if record is None or record.value is not raw_value:
             return
         kind = type(value)
         reads_back = self._reads_back.get(kind)
