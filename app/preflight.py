@@ -131,14 +131,14 @@ def wait_reachable(client: dict[str, Any], timeout_s: float) -> None:
             time.sleep(1.0)
 
 
-def gather(settings: Settings, topics: list[str], timeout_s: float = REACH_TIMEOUT_S) -> ClusterFacts:
-    """Ask the cluster for what :func:`problems` checks.
+def gather(settings: Settings, admin: AdminClient, topics: list[str],
+           timeout_s: float = REACH_TIMEOUT_S) -> ClusterFacts:
+    """Ask the cluster, through ``admin``, for what :func:`problems` checks.
 
     Raises KafkaWireError if no broker answers within ``timeout_s``, KafkaException
     if a request fails.
     """
     wait_reachable(settings.kafka_client(), timeout_s)
-    admin = _admin(settings)
     metadata = admin.list_topics(timeout=timeout_s)
     brokers = [ConfigResource(ResourceType.BROKER, str(node_id)) for node_id in sorted(metadata.brokers)]
     resources = list(brokers)
@@ -206,8 +206,8 @@ class Worker(faust.Worker):
 
     def execute_from_commandline(self) -> NoReturn:
         try:
-            found = problems(settings, gather(settings, checked_topics(self.app)))
-            admin = _admin(settings)
+            admin = _admin(settings)  # one client for every check
+            found = problems(settings, gather(settings, admin, checked_topics(self.app)))
             if not found:
                 found = _create_pipeline_topics(settings, admin)
             if not found:

@@ -10,7 +10,7 @@ into a message, shows ``***``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -200,6 +200,4 @@ def read_security(env: Mapping[str, str], local: LocalBrokerFiles | None) -> Kaf
     if password is None:
         raise SecurityError(f"KAFKA_SECURITY_PROTOCOL={protocol} needs KAFKA_SASL_PASSWORD "
                             "or KAFKA_SASL_PASSWORD_FILE")
-    return KafkaSecurity(protocol=protocol, ca_file=ca_file, cert_file=cert_file, key_file=key_file,
-                         check_hostname=security.check_hostname, sasl_mechanism=mechanism,
-                         username=username, password=password)
+    return replace(security, sasl_mechanism=mechanism, username=username, password=password)
