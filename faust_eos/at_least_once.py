@@ -7,17 +7,26 @@ with its input partition and offset as under exactly-once
 
 1. the records of the events being committed are taken, and of each table
    key's changelog writes only the last is kept;
-2. one idempotent, non-transactional confluent-kafka producer produces them
-   all and waits until each is acknowledged (:func:`faust_eos.produce.produce_all`);
-3. the table writes reach RocksDB with their checkpoints and the records'
+2. one idempotent, non-transactional confluent-kafka producer produces the
+   output records and waits until each is acknowledged
+   (:func:`faust_eos.produce.produce_all`);
+3. then it produces the table changelog records the same way;
+4. the table writes reach RocksDB with their checkpoints and the records'
    futures resolve; then, and only then, Faust commits the offsets to the group.
 
-If step 2 fails, the records are staged again and the offsets stay
+Outputs go before table writes because a table write can record that an event
+was handled (a deduplication mark, a stream time). Written in one step, a crash
+in its middle could leave such a mark in the changelog without the event's
+output: the replay from the committed offset would then skip the event, and its
+output would be lost. In this order a crash leaves outputs without their table
+writes at worst, and the replay writes them again: duplicates, never loss.
+
+If step 2 or 3 fails, the records are staged again and the offsets stay
 uncommitted: the next commit produces them again (some may then be written
 twice, never lost). If a record can never be written (too large, not
 authorised), retrying cannot help: :class:`OutputNotWritten` stops the worker,
 and its events since the last commit are processed again at its next start. A
-crash between steps 2 and 3 replays events whose records may already be
+crash between steps 3 and 4 replays events whose records may already be
 written: duplicates, never loss.
 
 So at-least-once runs the same staging, producer and batching as exactly-once,
@@ -180,10 +189,15 @@ class HeldSends:
         records = [record for _, partition_records in taken for record in partition_records]
         if not records:
             return
-        to_send, replaced = last_write_per_key(records, self.tables.changelog_topics)
-        # 2. All of them acknowledged, or all held again.
+        kept, replaced = last_write_per_key(records, self.tables.changelog_topics)
+        outputs = [record for record in kept if record.topic not in self.tables.changelog_topics]
+        table_writes = [record for record in kept if record.topic in self.tables.changelog_topics]
+        to_send = outputs + table_writes
+        # 2. and 3. The outputs acknowledged, then the table writes; or all of them held again.
         try:
-            metadata = await self._producer.deliver(to_send)
+            metadata = await self._producer.deliver(outputs) if outputs else []
+            if table_writes:
+                metadata += await self._producer.deliver(table_writes)
         except BaseException as exc:
             for source, partition_records in taken:
                 self.staging.put_back(source, partition_records)
@@ -191,7 +205,7 @@ class HeldSends:
                 self.output_failed(exc)
                 raise OutputNotWritten(f"a record cannot be written: {exc.args[0].str()}") from exc
             raise
-        # 3. Local state, then the senders; the caller commits the offsets next.
+        # 4. Local state, then the senders; the caller commits the offsets next.
         self.tables.committed(to_send, metadata)
         resolve(to_send, replaced, metadata)
 

@@ -13,65 +13,19 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import (
-    AclBindingFilter, AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion,
-)
+from confluent_kafka.admin import AdminClient
 
 import config
 from app import acls
-from app import app as pipeline_app
 from app.loadgen import LoadSpec, produce
 from app.reconcile import reconcile_until_settled
+from tests.integration.principals import Principal, lacking, settings_of
 from tools.run import PipelineRun
 from tools.workers import free_port, wait_for
 
 DRAIN_S = 180  # bounds a hang on a shared machine; not a timing check
 START_S = 90
 ROOT = Path(config.__file__).resolve().parent.parent
-TABLES = sorted(table.name for table in pipeline_app.tables.values())
-
-
-class Principal:
-    """A SCRAM user of its own, with the ACLs granted to it."""
-
-    def __init__(self, admin: AdminClient) -> None:
-        self.admin = admin
-        self.name, self.password = f"acl-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
-        upsert = UserScramCredentialUpsertion(self.name, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
-                                              self.password.encode())
-        for future in admin.alter_user_scram_credentials([upsert]).values():
-            future.result()
-
-    @property
-    def user(self) -> str:
-        return f"User:{self.name}"
-
-    def env(self) -> dict[str, str]:
-        return {"KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "KAFKA_SASL_USERNAME": self.name,
-                "KAFKA_SASL_PASSWORD": self.password}
-
-    def grant(self, permissions: list[acls.Permission]) -> None:
-        for future in self.admin.create_acls([p.binding(self.user) for p in permissions]).values():
-            future.result()
-
-    def revoke(self, permission: acls.Permission) -> None:
-        binding = permission.binding(self.user)
-        matching = AclBindingFilter(binding.restype, binding.name, binding.resource_pattern_type, binding.principal,
-                                    binding.host, binding.operation, binding.permission_type)
-        for future in self.admin.delete_acls([matching]).values():
-            assert future.result(), f"no ACL {permission} to revoke"
-
-
-def settings_of(name: str, principal: Principal) -> config.Settings:
-    return config.load(config.child_env(TOPIC_PREFIX=f"{name}-", APP_ID=f"faust-eos-{name}", **principal.env()))
-
-
-def changelogs(settings: config.Settings) -> list[str]:
-    return [f"{settings.app_id}-{table}-changelog" for table in TABLES]
-
-
-def lacking(settings: config.Settings) -> list[str]:
-    return acls.missing(settings, AdminClient(settings.kafka_client(log_level=2)), changelogs(settings))
 
 
 def start_worker(settings_env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
@@ -84,7 +38,7 @@ def stops_naming(result: subprocess.CompletedProcess, permission: acls.Permissio
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert result.returncode == 1 and len(errors) == 1, result.stdout[-1500:] + result.stderr[-1500:]
     assert "Traceback" not in result.stdout + result.stderr
-    wanted = (f"Create on it" if permission.operation.name == "CREATE" and not permission.prefixed
+    wanted = ("Create on it" if permission.operation.name == "CREATE" and not permission.prefixed
               else str(permission))
     assert wanted in errors[0] and (permission.name or "cluster") in errors[0], errors[0]
 

@@ -1,4 +1,4 @@
-"""At-least-once: an event's records wait for its offset's commit, then are written in one batch, before it."""
+"""At-least-once: an event's records wait for its offset's commit, then are written before it, outputs first."""
 from __future__ import annotations
 
 import asyncio
@@ -22,12 +22,15 @@ PAYMENTS = TP("payments", 0)
 class FakeDelivery:
     """Acknowledges each record with its position in the order delivered, or fails as told."""
 
-    def __init__(self, failure: Exception | None = None) -> None:
+    def __init__(self, failure: Exception | None = None, fail_on_call: int | None = None) -> None:
         self.delivered: list[bytes] = []
+        self.calls: list[list[bytes]] = []  # the records of each call, acknowledged before the next one began
         self.failure = failure
+        self.fail_on_call = fail_on_call  # the call that fails (0 first); None: every call
 
     async def deliver(self, records) -> list[Any]:
-        if self.failure is not None:
+        self.calls.append([record.value for record in records])
+        if self.failure is not None and self.fail_on_call in (None, len(self.calls) - 1):
             raise self.failure
         start = len(self.delivered)
         self.delivered += [record.value for record in records]
@@ -70,10 +73,43 @@ def test_a_commit_writes_the_outputs_and_last_table_write_per_key_of_its_events_
     delivery = FakeDelivery()
     sends, tables, resolved = held(delivery)
     asyncio.run(sends.write_up_to({PAYMENTS: 4}))
-    assert delivery.delivered == [b"out-k=1", b"j=1", b"out-j=1", b"k=2", b"out-k=2"]
-    assert tables.stored == [(b"j=1", 1), (b"k=2", 3)]
-    assert resolved == [(b"k=1", 0), (b"j=1", 2), (b"k=2", 4)]
+    assert delivery.delivered == [b"out-k=1", b"out-j=1", b"out-k=2", b"j=1", b"k=2"]
+    assert tables.stored == [(b"j=1", 3), (b"k=2", 4)]
+    assert resolved == [(b"k=1", 0), (b"j=1", 1), (b"k=2", 2)]
     assert [r.value for r in sends.staging.take(SourceTP("payments", 0), 100)] == [b"k=3", b"out-k=3"]
+
+
+def test_table_writes_are_produced_only_once_every_output_of_the_commit_is_acknowledged():
+    # A table write can mark an event as handled (a dedup mark): written before the event's
+    # output, a crash between would have the replay skip an event whose output never landed.
+    delivery = FakeDelivery()
+    sends, _, _ = held(delivery)
+    asyncio.run(sends.write_up_to({PAYMENTS: 4}))
+    assert delivery.calls == [[b"out-k=1", b"out-j=1", b"out-k=2"], [b"j=1", b"k=2"]]
+
+
+def test_table_writes_that_fail_after_their_outputs_were_written_hold_everything_again():
+    delivery = FakeDelivery(failure=KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT)), fail_on_call=1)
+    sends, tables, resolved = held(delivery)
+    with pytest.raises(KafkaException):
+        asyncio.run(sends.write_up_to({PAYMENTS: 4}))
+    assert tables.stored == [] and resolved == [] and len(sends.staging) == 8
+    delivery.failure = None
+    asyncio.run(sends.write_up_to({PAYMENTS: 4}))
+    # the outputs are written twice (at-least-once's duplicates), the table writes once, after them
+    assert delivery.calls[2:] == [[b"out-k=1", b"out-j=1", b"out-k=2"], [b"j=1", b"k=2"]]
+    assert tables.stored == [(b"j=1", 6), (b"k=2", 7)] and len(resolved) == 3
+
+
+def test_a_commit_of_table_writes_alone_or_outputs_alone_makes_one_call():
+    delivery = FakeDelivery()
+    sends = HeldSends(FakeTables(), delivery, lambda: None, 100)
+    source = Source(PAYMENTS.topic, PAYMENTS.partition, 1)
+    sends.staging.add(source, staged_record(CHANGELOG, b"k", b"k=1", 0, None, None, 1))
+    asyncio.run(sends.write_up_to({PAYMENTS: 2}))
+    sends.staging.add(Source(PAYMENTS.topic, PAYMENTS.partition, 2), staged_record(OUTPUT, b"k", b"o", 0, None, None, 2))
+    asyncio.run(sends.write_up_to({PAYMENTS: 3}))
+    assert delivery.calls == [[b"k=1"], [b"o"]]
 
 
 def test_records_that_cannot_be_written_stay_held_for_the_next_commit():
@@ -84,7 +120,7 @@ def test_records_that_cannot_be_written_stay_held_for_the_next_commit():
     assert tables.stored == [] and resolved == [] and len(sends.staging) == 8
     delivery.failure = None
     asyncio.run(sends.write_up_to({PAYMENTS: 4}))
-    assert tables.stored == [(b"j=1", 1), (b"k=2", 3)] and len(resolved) == 3
+    assert tables.stored == [(b"j=1", 3), (b"k=2", 4)] and len(resolved) == 3
 
 
 def test_a_record_no_retry_can_write_stops_the_worker_with_nothing_committed():
