@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 import pytest
 
@@ -33,9 +33,11 @@ def pipeline(kafka, request, tmp_path) -> Iterator[Callable[..., PipelineRun]]:
     """Factory of isolated pipeline runs; their workers are stopped after the test."""
     runs: list[PipelineRun] = []
 
-    def make(guarantee: str = "exactly_once", **env: str) -> PipelineRun:
-        slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:40].strip("-")
-        run = PipelineRun(f"t-{slug}-{uuid.uuid4().hex[:6]}", tmp_path / f"run-{len(runs)}", guarantee=guarantee, **env)
+    def make(guarantee: str = "exactly_once", name: Optional[str] = None, **env: str) -> PipelineRun:
+        if name is None:
+            slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:40].strip("-")
+            name = f"t-{slug}-{uuid.uuid4().hex[:6]}"
+        run = PipelineRun(name, tmp_path / f"run-{len(runs)}", guarantee=guarantee, **env)
         runs.append(run)
         return run
 

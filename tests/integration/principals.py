@@ -59,3 +59,8 @@ def changelogs(settings: config.Settings) -> list[str]:
 
 def lacking(settings: config.Settings) -> list[str]:
     return acls.missing(settings, AdminClient(settings.kafka_client(log_level=2)), changelogs(settings))
+
+
+def as_super_user(env: dict[str, str]) -> config.Settings:
+    """The settings of ``env`` without the principal's security settings: the plaintext super user."""
+    return config.load({k: v for k, v in env.items() if not k.startswith(("KAFKA_SECURITY", "KAFKA_SASL"))})

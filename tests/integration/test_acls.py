@@ -19,8 +19,7 @@ import config
 from app import acls
 from app.loadgen import LoadSpec, produce
 from app.reconcile import reconcile_until_settled
-from tests.integration.principals import Principal, lacking, settings_of
-from tools.run import PipelineRun
+from tests.integration.principals import Principal, as_super_user, lacking, settings_of
 from tools.workers import free_port, wait_for
 
 DRAIN_S = 180  # bounds a hang on a shared machine; not a timing check
@@ -48,13 +47,13 @@ def superuser(kafka) -> AdminClient:
     return AdminClient(kafka.kafka_client())  # the plaintext listener: a super user on the local broker
 
 
-def test_exactly_the_listed_acls_run_the_pipeline_exact_and_each_one_missing_is_named(superuser, tmp_path):
+def test_exactly_the_listed_acls_run_the_pipeline_exact_and_each_one_missing_is_named(superuser, pipeline, tmp_path):
     principal = Principal(superuser)
     name = f"t-acl-{uuid.uuid4().hex[:6]}"
     settings = settings_of(name, principal)
     principal.grant(acls.required(settings))
-    run = PipelineRun(name, tmp_path / "run", **principal.env())  # creates the topics as the principal
-    as_admin = config.load({k: v for k, v in run.env.items() if not k.startswith(("KAFKA_SECURITY", "KAFKA_SASL"))})
+    run = pipeline(name=name, **principal.env())  # creates the topics as the principal
+    as_admin = as_super_user(run.env)
     load = produce(LoadSpec(count=2_000, seed=41, duplicate_rate=0.05, bad_rate=0.02), as_admin)
     run.add_worker()
 

@@ -9,27 +9,24 @@ from __future__ import annotations
 
 import uuid
 
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.admin import AclOperation, ResourceType
+from confluent_kafka.admin import AclOperation, AdminClient, ResourceType
 
 from app import acls
 from app.loadgen import LoadSpec, produce
 from app.reconcile import reconcile_until_settled
-import config
-from tests.integration.principals import Principal, lacking, settings_of
-from tools.run import PipelineRun
+from tests.integration.principals import Principal, as_super_user, lacking, settings_of
 from tools.workers import wait_for
 
 DRAIN_S = 180  # bounds a hang on a shared machine; not a timing check
 
 
-def test_events_whose_output_could_not_be_written_are_counted_after_the_restart(kafka, tmp_path):
+def test_events_whose_output_could_not_be_written_are_counted_after_the_restart(kafka, pipeline):
     principal = Principal(AdminClient(kafka.kafka_client()))  # granted through the plaintext super user
     name = f"t-alo-{uuid.uuid4().hex[:6]}"
     settings = settings_of(name, principal)
     principal.grant(acls.required(settings))
-    run = PipelineRun(name, tmp_path / "run", guarantee="at_least_once", **principal.env())
-    as_admin = config.load({k: v for k, v in run.env.items() if not k.startswith(("KAFKA_SECURITY", "KAFKA_SASL"))})
+    run = pipeline("at_least_once", name=name, **principal.env())  # creates the topics as the principal
+    as_admin = as_super_user(run.env)
     first = run.add_worker()
     before = produce(LoadSpec(count=300, seed=51, duplicate_rate=0.0, bad_rate=0.0), as_admin)
     assert reconcile_until_settled(as_admin, DRAIN_S)["counted_events"] == before.by_kind["valid"]

@@ -21,7 +21,7 @@ import config
 from app.loadgen import LoadSpec
 from tools.broker_security import issue, make_ca
 from tools.workers import free_port, wait_for
-from worker_metrics import is_ready, scrape, series
+from worker_metrics import scrape, series
 
 DRAIN_S = 180  # bounds a hang on a shared machine; not a timing check
 START_S = 90  # a worker refused at start exits long before this; it bounds a retry loop
