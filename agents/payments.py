@@ -44,8 +44,9 @@ from tables import (
     window_totals,
 )
 
-ingest_metrics = metrics.AgentMetrics("ingest", settings.input_topic)
-aggregate_metrics = metrics.AgentMetrics("aggregate", settings.by_merchant_topic)
+ingest_metrics = metrics.AgentMetrics("ingest", settings.input_topic,
+                                     [reason.value for reason in Reason if reason is not Reason.LATE])
+aggregate_metrics = metrics.AgentMetrics("aggregate", settings.by_merchant_topic, [Reason.LATE.value])
 
 
 async def dead_letter(record: BatchRecord, rejection: Rejection, counted_by: metrics.AgentMetrics) -> None:

@@ -52,14 +52,21 @@ events_dead_lettered = Counter(
 
 
 class AgentMetrics:
-    """The stream counters of one agent reading one topic, labels bound."""
+    """The stream counters of one agent reading one topic, labels bound.
 
-    def __init__(self, agent: str, topic: str) -> None:
+    Every series exists from the start at 0, one per dead-letter reason the agent
+    can give too: a series that first appears already counting hides that first
+    count from ``rate()`` and ``increase()``.
+    """
+
+    def __init__(self, agent: str, topic: str, dead_letter_reasons: Iterable[str]) -> None:
         self._labels = (agent, topic)
         self.events_in = events_in.labels(*self._labels)
         self.aggregated = events_aggregated.labels(*self._labels)
         self.deduplicated = events_deduplicated.labels(*self._labels)
         self.conflicting = events_conflicting.labels(*self._labels)
+        for reason in dead_letter_reasons:
+            events_dead_lettered.labels(*self._labels, reason)
 
     def dead_lettered(self, reason: str) -> None:
         events_dead_lettered.labels(*self._labels, reason).inc()

@@ -103,6 +103,7 @@ class Consumer(ConsumerHooks):
     def count_committed(self, partitions: int) -> None:
         """Count commits that succeeded; Faust records offsets as committed even when a commit fails."""
         self.partitions_committed += partitions
+        metrics.input_partitions_committed.inc(partitions)
 
     async def commit_to_group(self, offsets: Mapping[TP, int]) -> bool:
         # At-least-once: the events' records are acknowledged before their offsets commit.

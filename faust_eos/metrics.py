@@ -11,6 +11,11 @@ transactions_aborted = Counter("faust_eos_transactions_aborted_total", "Transact
 producers_fenced = Counter(
     "faust_eos_producers_fenced_total", "Commits refused because another worker claimed the partition's transactional id"
 )
+input_partitions_committed = Counter(
+    "faust_eos_input_partitions_committed_total",
+    "Input partitions whose offsets committed: one per transaction under exactly_once, "
+    "one per partition of an offset commit the group accepted under at_least_once",
+)
 commit_duration = Histogram(
     "faust_eos_commit_duration_seconds",
     "Duration of one partition's transaction: begin, produce, flush, send offsets, commit (failed ones included)",

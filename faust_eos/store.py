@@ -87,6 +87,11 @@ class Store(faust_internals.StoreHooks):
             # after its restore, and would apply this worker's own writes again, late.
             self.table.recovery_buffer_size = 2
             self.table.standby_buffer_size = 1
+        # Each partition's restore series exists at 0 before its first restore, which rate() would not see
+        kinds = ("active", "standby") if self.app.conf.table_standby_replicas else ("active",)
+        for partition in range(self.table.partitions or self.app.conf.topic_partitions):
+            for kind in kinds:
+                metrics.changelog_records_restored.labels(self.table.name, str(partition), kind)
 
     # -- writes ------------------------------------------------------------------
     def hold(self, record: StagedRecord) -> None:

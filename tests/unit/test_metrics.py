@@ -54,8 +54,18 @@ def sample(name: str, **labels: str) -> float:
 def test_agent_metrics_count_dead_letters_by_reason():
     labels = dict(agent="ingest-test", topic="payments", reason="not_json")
     before = sample("faust_eos_events_dead_lettered_total", **labels)
-    metrics.AgentMetrics("ingest-test", "payments").dead_lettered("not_json")
+    metrics.AgentMetrics("ingest-test", "payments", ["not_json"]).dead_lettered("not_json")
     assert sample("faust_eos_events_dead_lettered_total", **labels) - before == 1
+
+
+def test_every_series_of_an_agent_exists_at_zero_before_its_first_count():
+    # rate() and increase() cannot see the first count of a series that appears already counting
+    metrics.AgentMetrics("fresh-agent", "payments", ["not_json", "conflict"])
+    for name in ("events_in", "events_aggregated", "events_deduplicated", "events_conflicting"):
+        assert REGISTRY.get_sample_value(f"faust_eos_{name}_total", dict(agent="fresh-agent", topic="payments")) == 0
+    for reason in ("not_json", "conflict"):
+        assert REGISTRY.get_sample_value("faust_eos_events_dead_lettered_total",
+                                         dict(agent="fresh-agent", topic="payments", reason=reason)) == 0
 
 
 def test_standby_replicas_default_to_none():

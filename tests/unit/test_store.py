@@ -6,13 +6,16 @@ handing each changelog record to the store as the transaction manager does.
 """
 from __future__ import annotations
 
+import uuid
 from types import SimpleNamespace
 
 import pytest
 from faust.types import TP
+from prometheus_client import REGISTRY
 
 from faust_eos import StoreRefused
 from faust_eos.store import CHECKPOINT_KEY, PARTITIONS_KEY
+from faust_contract_support import worker_app
 from store_support import PARTITION, Table, event_loop_for_faust, inside_event  # noqa: F401 (an autouse fixture)
 
 
@@ -162,3 +165,13 @@ def test_a_checkpoint_written_by_faust_s_own_store_or_an_older_release_is_untrus
     db.put(CHECKPOINT_KEY, b"3")  # as rocksdb:// leaves it, with writes that may never have committed
     assert t.store.untrusted(PARTITION, changelog_start=0, changelog_end=10) == (
         "its checkpoint was written by a store that also wrote uncommitted state")
+
+
+def test_every_partition_has_its_restore_series_at_zero_before_any_restore(tmp_path):
+    # rate() cannot see the first count of a series that appears already counting
+    name = f"fresh-{uuid.uuid4().hex[:6]}"
+    worker_app(store="eos-rocksdb://", tabledir=tmp_path).Table(name, default=None, partitions=3).data
+    values = [REGISTRY.get_sample_value("faust_eos_changelog_records_restored_total",
+                                        {"table": name, "partition": str(partition), "kind": "active"})
+              for partition in range(4)]
+    assert values == [0.0, 0.0, 0.0, None]
