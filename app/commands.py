@@ -1,9 +1,12 @@
 """Operational commands: ``faust -A app <command>``."""
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import click
 from faust.cli import option
@@ -11,6 +14,7 @@ from faust.cli import option
 from app import acls as required_acls
 from app import app
 from app import loadgen
+from app.follow import Follower, serve_metrics
 from app.preflight import exit_unless_reachable
 from app.reconcile import reconcile_until_settled, summary
 from config import settings
@@ -42,10 +46,24 @@ async def produce(self, count: int, rate: float, seed: int, merchants: int, cust
 @app.command(
     option("--wait", default=0.0, show_default=True, help="Re-check for up to this many seconds while outputs catch up."),
     option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Write the full report here."),
+    option("--follow", is_flag=True, help="Check continuously from a saved watermark, never ending (see README)."),
+    option("--check-seconds", default=10.0, show_default=True, help="With --follow: seconds between rounds."),
+    option("--state", "state_path", default=None, type=click.Path(dir_okay=False),
+           help="With --follow: where the watermark and state are saved; default <DATA_DIR>/../reconcile-follow/<APP_ID>.json."),
+    option("--differences", "differences_path", default=None, type=click.Path(dir_okay=False),
+           help="With --follow: append each difference here as a JSON line."),
+    option("--metrics-port", default=6070, show_default=True,
+           help="With --follow: serve Prometheus metrics on this port (on WEB_BIND); 0: none."),
 )
-async def reconcile(self, wait: float, json_path: str | None) -> None:
+async def reconcile(self, wait: float, json_path: str | None, follow: bool, check_seconds: float,
+                    state_path: str | None, differences_path: str | None, metrics_port: int) -> None:
     """Check the outputs against a recomputation from the input; exit 1 on any mismatch."""
     exit_unless_reachable(settings)
+    if follow:
+        if check_seconds <= 0:
+            raise click.UsageError("--check-seconds must be more than 0")
+        await follow_for_ever(self, check_seconds, state_path, differences_path, metrics_port)
+        return
     report = reconcile_until_settled(settings, wait)
     self.say(summary(report))
     if json_path:
@@ -65,3 +83,24 @@ async def acls(self, principal: str | None) -> None:
     rows = [p.row() for p in required_acls.required(settings)]
     self.say(self.tabulate(rows, headers=("resource", "pattern", "name", "operation", "why"),
                            title=f"ACLs {who} needs (each allows any host)"))
+
+
+async def follow_for_ever(command: Any, check_s: float, state_path: str | None, differences_path: str | None,
+                          metrics_port: int) -> None:
+    """``reconcile --follow``: rounds until the process is stopped (its state is saved after each)."""
+    state = Path(state_path) if state_path else settings.data_dir.parent / "reconcile-follow" / f"{settings.app_id}.json"
+    try:
+        follower = Follower(settings, state, Path(differences_path) if differences_path else None, say=command.say)
+    except ValueError as exc:  # a state file of another version
+        raise click.UsageError(str(exc))
+    if metrics_port:
+        try:
+            serve_metrics(follower, metrics_port, settings.web_bind)
+        except OSError as exc:
+            raise click.UsageError(f"--metrics-port {metrics_port}: {exc.strerror}")
+        command.say(f"metrics on http://{settings.web_bind}:{metrics_port}/metrics")
+    stop = threading.Event()
+    try:
+        await asyncio.get_running_loop().run_in_executor(None, follower.run, check_s, stop)
+    finally:
+        stop.set()  # the round under way ends, and saves, before the thread does

@@ -16,7 +16,9 @@ totals, counts 1..n per merchant, every event once, dead letters); a fresh
 worker's tables rebuilt from the changelogs equal the expected totals; no
 transaction left open (LSO = high watermark everywhere, and a sentinel is the
 only thing a ``read_committed`` reader at the end sees); no worker died
-except those the harness killed. The exit status is 0 if exactly_once came out
+except those the harness killed; ``reconcile --follow``, run beside the workers
+all along, has its watermark at the input's end and found no difference (under
+at_least_once: nothing missing). The exit status is 0 if exactly_once came out
 exact and at_least_once lost nothing (its duplicates are counted, not failed).
 """
 from __future__ import annotations
@@ -36,16 +38,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from app.kafka import CLIENT_LOG, admin, producer_config
 from app.loadgen import LoadSpec
 from app.reconcile import SENTINEL_HEADER
 import config
-from config import GUARANTEES, REPO_ROOT, Settings
+from config import GUARANTEES, REPO_ROOT
 from faust_eos.offsets import retrying
 from kafka_ops.offsets import READ_UNCOMMITTED, admin_end_offsets, read_offsets
 from tools import broker
+from tools.observers import FollowerView, Verifier
 from tools.run import PipelineRun
 from tools.workers import Worker, wait_for
 
@@ -53,6 +56,8 @@ FAULTS = ("kill", "zombie", "rebalance", "broker-kill", "broker-term")
 RESUMED = re.compile(r"Resuming from committed offsets: (.*)")
 TP_TEXT = re.compile(r"(\S+)\[(\d+)\]=(\d+|None)")
 DROPPED = re.compile(r"Dropped (\d+) uncommitted records")
+FOLLOW_CHECK_S = 5.0  # reconcile --follow's rounds beside a run
+FOLLOW_CATCH_UP_S = 180.0  # bounds a hang on a shared machine; not a timing check
 
 
 @dataclass
@@ -97,47 +102,13 @@ class Outcome:
     faults_done: list[str] = field(default_factory=list)
     verifier_records: int = 0
     checks: dict[str, bool] = field(default_factory=dict)
+    follow_differences: dict[str, int] = field(default_factory=dict)  # what reconcile --follow found, by kind
     problems: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     @property
     def exact(self) -> bool:
         return all(self.checks.values()) and not self.duplicates_in_output and not self.losses
-
-
-class Verifier(threading.Thread):
-    """A read_committed reader of the totals topic, running for the whole run."""
-
-    def __init__(self, settings: Settings) -> None:
-        super().__init__(daemon=True)
-        self.records = 0
-        self._done = threading.Event()
-        self._consumer = Consumer({
-            **settings.kafka_client(),
-            "group.id": f"{settings.app_id}-verifier",
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "logger": CLIENT_LOG,
-        })
-        # assigned, not subscribed: no group coordinator to lose when the broker restarts
-        self._consumer.assign([TopicPartition(settings.totals_topic, p, OFFSET_BEGINNING)
-                               for p in range(settings.partitions)])
-
-    def run(self) -> None:
-        # Without committed offsets, a restarted broker can make it read a partition
-        # again from the start: count each (partition, offset) once.
-        next_offset: dict[int, int] = {}
-        while not self._done.is_set():
-            for msg in self._consumer.consume(500, timeout=0.5):
-                if not msg.error() and msg.offset() >= next_offset.get(msg.partition(), 0):
-                    next_offset[msg.partition()] = msg.offset() + 1
-                    self.records += 1
-        self._consumer.close()
-
-    def stop(self) -> None:
-        self._done.set()
-        self.join(10)
 
 
 class FaultRun:
@@ -153,6 +124,7 @@ class FaultRun:
         self.load_error: Optional[BaseException] = None
         self.outcome = Outcome(guarantee=guarantee, plan=asdict(plan))
         self.retired: list[Worker] = []  # workers the harness stopped on purpose
+        self.follower: Optional[Worker] = None  # reconcile --follow, beside the workers
         self.admin = admin(self.settings)
         self._stale_admins: list = []  # kept alive: destroying a client right after a broker restart is not safe
         self.offsets_reader = Consumer({  # reads the group's committed offsets; never joins it
@@ -167,7 +139,7 @@ class FaultRun:
         try:
             return self._execute()
         finally:  # on failure too: leave no worker running (nor paused)
-            for worker in self.run.workers:
+            for worker in [*self.run.workers, *([self.follower] if self.follower else [])]:
                 worker.kill()
             self.offsets_reader.close()
 
@@ -175,6 +147,7 @@ class FaultRun:
         for _ in range(self.plan.workers):
             self.run.add_worker()
         wait_for(lambda: all(_owned(w) for w in self.run.workers), 120, what="every worker to own partitions")
+        self.follower = self.run.start_follower(check_s=FOLLOW_CHECK_S)
         verifier = Verifier(self.settings)
         verifier.start()
         load = threading.Thread(target=self._produce, daemon=True)
@@ -190,6 +163,7 @@ class FaultRun:
             raise RuntimeError("the load generator failed") from self.load_error
         report = self._settle()
         self._record(report)
+        self._check_follower()
         self.outcome.checks["no open transaction"] = self._no_open_transactions()
         verifier.stop()
         self.outcome.verifier_records = verifier.records
@@ -304,6 +278,25 @@ class FaultRun:
         outcome.problems = problems
         outcome.checks["reconcile"] = report["ok"]
 
+    def _check_follower(self) -> None:
+        """``reconcile --follow`` ran beside it all: its watermark must reach the input's end, having found no
+        difference under exactly_once and nothing missing under at_least_once (whose duplicates are extra)."""
+        view = FollowerView(self.follower)
+        settled = time.time()
+        try:
+            wait_for(lambda: view.caught_up(settled), FOLLOW_CATCH_UP_S, what="reconcile --follow to catch up")
+            reached = True
+        except TimeoutError:
+            reached = False
+        self.outcome.checks["reconcile --follow: watermark at the input's end"] = reached
+        self.outcome.follow_differences = view.differences() if self.follower.alive() else {}
+        if self.outcome.guarantee == "exactly_once":
+            self.outcome.checks["reconcile --follow: no difference"] = (
+                self.follower.alive() and not any(self.outcome.follow_differences.values()))
+        else:
+            self.outcome.checks["reconcile --follow: nothing missing"] = (
+                self.follower.alive() and self.outcome.follow_differences.get("missing") == 0)
+
     def _no_open_transactions(self) -> bool:
         """LSO equals the high watermark on every output and changelog partition."""
         topics = [t for t in self.admin.list_topics(timeout=30).topics if self._is_pipeline_output(t)]
@@ -384,6 +377,9 @@ def summary(outcome: Outcome) -> str:
     ]
     if outcome.recovery_s:
         lines.append(f"  recovery after kill (s): {', '.join(f'{s:.1f}' for s in outcome.recovery_s)}")
+    if outcome.follow_differences:
+        lines.append("  reconcile --follow found: "
+                     + ", ".join(f"{kind} {n:,}" for kind, n in outcome.follow_differences.items()))
     lines += [f"  [{'ok' if ok else 'FAILED'}] {check}" for check, ok in outcome.checks.items()]
     lines += [f"  note: {note}" for note in outcome.notes]
     lines.append(f"  => {'EXACT' if outcome.exact else 'NOT EXACT'}"

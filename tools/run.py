@@ -41,6 +41,19 @@ class PipelineRun:
         self.workers.append(worker)
         return worker
 
+    def start_follower(self, check_s: float = 5.0) -> Worker:
+        """Start ``reconcile --follow`` on this run's topics; its metrics on its ``web_port``, its state in ``run_dir``."""
+        env = worker_env(self.env, index=0, run_dir=self.run_dir, DATA_DIR=str(self.run_dir / "follower"))
+        follower = Worker("follower", env, self.run_dir / "follower.log", args=(
+            "reconcile", "--follow", "--check-seconds", str(check_s), "--state", str(self.follow_state),
+            "--differences", str(self.run_dir / "differences.jsonl"), "--metrics-port", env["WEB_PORT"]))
+        follower.start()
+        return follower
+
+    @property
+    def follow_state(self) -> Path:
+        return self.run_dir / "follower" / "state.json"
+
     def produce(self, spec: loadgen.LoadSpec, *, progress: bool = False) -> loadgen.LoadSummary:
         return loadgen.produce(spec, self.settings, progress=progress)
 

@@ -23,18 +23,19 @@ from config import REPO_ROOT
 
 @dataclass
 class Worker:
-    """One worker process."""
+    """One worker process (or another ``faust -A app`` command: ``args``)."""
 
     name: str
     env: dict[str, str]
     log_path: Path
+    args: tuple[str, ...] = ("worker", "-l", "info")
     process: subprocess.Popen | None = field(default=None, repr=False)
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "faust", "-A", "app", "worker", "-l", "info"],
+            [sys.executable, "-m", "faust", "-A", "app", *self.args],
             cwd=REPO_ROOT,
             env=self.env,
             stdout=log,

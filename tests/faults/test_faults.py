@@ -37,3 +37,5 @@ def test_at_least_once_runs_the_same_faults_duplicating_but_never_losing(kafka, 
     assert outcome.events_in == int(plan.rate * plan.duration_s)
     assert outcome.checks["verifier saw every committed update"], summary(outcome)
     assert outcome.checks["no worker died unasked"], summary(outcome)
+    assert outcome.checks["reconcile --follow: watermark at the input's end"], summary(outcome)
+    assert outcome.checks["reconcile --follow: nothing missing"], summary(outcome)

@@ -1,4 +1,5 @@
-"""A real Prometheus, with the shipped scrape config and alert rules, scraping two workers through a load.
+"""A real Prometheus, with the shipped scrape config and alert rules, scraping two workers and
+``reconcile --follow`` through a load.
 
 Every query of the Grafana dashboard must return data, its rates must add up
 to what the load put through, and its gauges must say what the pipeline holds.
@@ -29,12 +30,13 @@ DRAIN_S = 180  # bounds a hang on a shared machine; not a timing check
 class Prometheus:
     """A Prometheus server run from a copy of the shipped files, its targets written beside them."""
 
-    def __init__(self, directory: Path, targets: list[str]) -> None:
+    def __init__(self, directory: Path, workers: list[str], reconciler: str) -> None:
         directory.mkdir()
         shutil.copy(SCRAPE_CONFIG, directory / SCRAPE_CONFIG.name)
         shutil.copy(ALERT_RULES, directory / ALERT_RULES.name)
         (directory / "targets").mkdir()
-        (directory / "targets" / "faust-eos.json").write_text(json.dumps([{"targets": targets}]))
+        (directory / "targets" / "workers.json").write_text(json.dumps([{"targets": workers}]))
+        (directory / "targets" / "reconciler.json").write_text(json.dumps([{"targets": [reconciler]}]))
         self.url = f"http://localhost:{free_port()}"
         self.log = open(directory / "prometheus.log", "wb")
         self.process = subprocess.Popen(
@@ -69,8 +71,8 @@ class Prometheus:
 def prometheus_for(tmp_path) -> Iterator:
     started: list[Prometheus] = []
 
-    def start(targets: list[str]) -> Prometheus:
-        server = Prometheus(tmp_path / "prometheus", targets)
+    def start(workers: list[str], reconciler: str) -> Prometheus:
+        server = Prometheus(tmp_path / "prometheus", workers, reconciler)
         started.append(server)
         wait_for(server.ready, timeout=60, what="Prometheus to start")
         return server
@@ -95,11 +97,13 @@ def test_the_dashboard_queries_return_data_add_up_to_the_load_and_the_alert_rule
         pipeline, prometheus_for):
     run = pipeline("exactly_once")
     workers = [run.add_worker(), run.add_worker()]
-    prometheus = prometheus_for([f"localhost:{worker.web_port}" for worker in workers])
+    follower = run.start_follower(check_s=SCRAPE_S)
+    prometheus = prometheus_for([f"localhost:{worker.web_port}" for worker in workers],
+                                f"localhost:{follower.web_port}")
     started = time.time()
     wait_for(lambda: all(is_ready(w) for w in workers), timeout=DRAIN_S, what="both workers to be ready")
-    wait_for(lambda: len([v for v in prometheus.query(f'up{{job="{JOB}"}}', time.time()).values() if v == 1]) == 2,
-             timeout=60, what="Prometheus to scrape both workers")
+    wait_for(lambda: len([v for v in prometheus.query('up{job=~"faust-eos.*"}', time.time()).values() if v == 1]) == 3,
+             timeout=60, what="Prometheus to scrape both workers and the reconciler")
 
     load = run.produce(LoadSpec(count=3_000, rate=100, seed=61, duplicate_rate=0.05, bad_rate=0.03))
     report = run.reconcile(DRAIN_S)
@@ -113,8 +117,10 @@ def test_the_dashboard_queries_return_data_add_up_to_the_load_and_the_alert_rule
     # the dashboard's rates average over a minute: wait until that minute holds no more activity
     wait_for(lambda: prometheus.query(
         f'sum(rate(faust_eos_events_in_total{{job="{JOB}"}}[1m])) + '
-        f'sum(rate(faust_eos_changelog_records_restored_total{{job="{JOB}"}}[1m]))', time.time()).get((), 1) == 0,
-        timeout=DRAIN_S, what="the rate windows to pass the load and the takeover")
+        f'sum(rate(faust_eos_changelog_records_restored_total{{job="{JOB}"}}[1m])) + '
+        f'sum(rate(faust_eos_reconciler_checked_events_total{{job="{JOB}-reconciler"}}[1m]))',
+        time.time()).get((), 1) == 0,
+        timeout=DRAIN_S, what="the rate windows to pass the load, the takeover and the reconciler's checks")
     end = time.time()
 
     # 1. every query returns data while the load runs, or (the takeover's) afterwards
@@ -158,6 +164,8 @@ def test_the_dashboard_queries_return_data_add_up_to_the_load_and_the_alert_rule
         f'max_over_time(faust_eos_changelog_records_restored_total{{job="{JOB}"}}[{math.ceil(end - started)}s])',
         end).values())
     assert restored_counted > 0 and close_to(sum(restored.values()), restored_counted), (restored, restored_counted)
+    checked = sum(summed(queries["Reconciler: progress: events checked/s"]).values())
+    assert close_to(checked, report["counted_events"]), (checked, report["counted_events"])
 
     # 3. the commit latency quantiles are ordered, within the histogram's buckets
     during = (started + loaded) / 2
@@ -176,13 +184,17 @@ def test_the_dashboard_queries_return_data_add_up_to_the_load_and_the_alert_rule
     remaining = prometheus.query(queries["Changelog recovery: remaining {{instance}} {{table}} ({{kind}})"], end)
     assert set(remaining.values()) == {0}, remaining
     assert list(prometheus.query(queries["Ready workers: {{instance}}"], end).values()) == [1]
+    assert list(prometheus.query(queries["Reconciler: watermark lag and differences: watermark lag"], end).values()) == [0]
+    differences = prometheus.query(queries["Reconciler: watermark lag and differences: differences: {{kind}}"], end)
+    assert {by(k, "kind"): v for k, v in differences.items()} == {"missing": 0, "extra": 0, "mismatched": 0}
 
     # 5. the alert rules loaded and evaluate without errors; nothing fires but the gone worker's absence
     rules = [rule for group in prometheus.api("rules")["groups"] for rule in group["rules"]]
     assert {rule["name"] for rule in rules} == {"FaustEosWorkerDown", "FaustEosWorkerNotReady",
                                                 "FaustEosHangingTransaction", "FaustEosLsoLagGrowing",
                                                 "FaustEosConsumerLagGrowing", "FaustEosCommitFailures",
-                                                "FaustEosCommitsStalled"}
+                                                "FaustEosCommitsStalled", "FaustEosReconcilerStalled",
+                                                "FaustEosReconcilerDifferences"}
     assert all(rule["health"] == "ok" for rule in rules), [(r["name"], r.get("lastError")) for r in rules]
     gone = f"localhost:{workers[1].web_port}"
     firing = [alert["labels"] for rule in rules for alert in rule["alerts"] if alert["state"] == "firing"

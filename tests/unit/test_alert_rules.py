@@ -16,6 +16,7 @@ from tests.prometheus_files import ALERT_RULES, SCRAPE_CONFIG, alert_rules, comm
 
 JOB = 'job="faust-eos"'
 WORKER = f'{JOB}, instance="w1:6066"'
+RECONCILER = 'job="faust-eos-reconciler", instance="r1:6070"'
 
 
 class Case(NamedTuple):
@@ -78,6 +79,32 @@ CASES = {
         "FaustEosCommitsStalled",
         {f"faust_eos_input_partitions_committed_total{{{WORKER}}}": "100x12",
          f'faust_eos_consumer_lag_records{{{WORKER}, topic="payments", partition="0"}}': "0x12"}, "11m"),
+    "reconciler not answering": Case(
+        "FaustEosReconcilerStalled", {f"up{{{RECONCILER}}}": "0x10"}, "7m",
+        {"job": "faust-eos-reconciler", "instance": "r1:6070"}, "reconcile --follow has stopped checking the pipeline's output"),
+    "reconciler's last round 10 minutes ago": Case(
+        "FaustEosReconcilerStalled",
+        {f"up{{{RECONCILER}}}": "1x12", f"faust_eos_reconciler_last_check_timestamp_seconds{{{RECONCILER}}}": "0x12"},
+        "11m", {"job": "faust-eos-reconciler"}, "reconcile --follow has stopped checking the pipeline's output"),
+    "reconciler's watermark standing while input waits": Case(
+        "FaustEosReconcilerStalled",
+        {f"up{{{RECONCILER}}}": "1x25", f"faust_eos_reconciler_last_check_timestamp_seconds{{{RECONCILER}}}": "0+60x25",
+         f'faust_eos_reconciler_watermark{{{RECONCILER}, partition="0"}}': "100x25",
+         f'faust_eos_reconciler_lag_records{{{RECONCILER}, partition="0"}}': "50x25"},
+        "22m", {"job": "faust-eos-reconciler"}, "reconcile --follow has stopped checking the pipeline's output"),
+    "reconciler rounds going on, watermark moving": Case(
+        "FaustEosReconcilerStalled",
+        {f"up{{{RECONCILER}}}": "1x25", f"faust_eos_reconciler_last_check_timestamp_seconds{{{RECONCILER}}}": "0+60x25",
+         f'faust_eos_reconciler_watermark{{{RECONCILER}, partition="0"}}': "100+10x25",
+         f'faust_eos_reconciler_lag_records{{{RECONCILER}, partition="0"}}': "50x25"}, "22m"),
+    "the reconciler found an extra update": Case(
+        "FaustEosReconcilerDifferences",
+        {f'faust_eos_reconciler_differences_total{{{RECONCILER}, kind="extra"}}': "0 0 1 1 1",
+         f'faust_eos_reconciler_differences_total{{{RECONCILER}, kind="missing"}}': "0x5"}, "4m",
+        {"job": "faust-eos-reconciler", "kind": "extra"}, "reconcile --follow found extra output in the last hour"),
+    "the reconciler found nothing": Case(
+        "FaustEosReconcilerDifferences",
+        {f'faust_eos_reconciler_differences_total{{{RECONCILER}, kind="extra"}}': "3x5"}, "4m"),
 }
 
 
