@@ -88,19 +88,6 @@ def test_table_writes_are_produced_only_once_every_output_of_the_commit_is_ackno
     assert delivery.calls == [[b"out-k=1", b"out-j=1", b"out-k=2"], [b"j=1", b"k=2"]]
 
 
-def test_table_writes_that_fail_after_their_outputs_were_written_hold_everything_again():
-    delivery = FakeDelivery(failure=KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT)), fail_on_call=1)
-    sends, tables, resolved = held(delivery)
-    with pytest.raises(KafkaException):
-        asyncio.run(sends.write_up_to({PAYMENTS: 4}))
-    assert tables.stored == [] and resolved == [] and len(sends.staging) == 8
-    delivery.failure = None
-    asyncio.run(sends.write_up_to({PAYMENTS: 4}))
-    # the outputs are written twice (at-least-once's duplicates), the table writes once, after them
-    assert delivery.calls[2:] == [[b"out-k=1", b"out-j=1", b"out-k=2"], [b"j=1", b"k=2"]]
-    assert tables.stored == [(b"j=1", 6), (b"k=2", 7)] and len(resolved) == 3
-
-
 def test_a_commit_of_table_writes_alone_or_outputs_alone_makes_one_call():
     delivery = FakeDelivery()
     sends = HeldSends(FakeTables(), delivery, lambda: None, 100)
@@ -112,15 +99,20 @@ def test_a_commit_of_table_writes_alone_or_outputs_alone_makes_one_call():
     assert delivery.calls == [[b"k=1"], [b"o"]]
 
 
-def test_records_that_cannot_be_written_stay_held_for_the_next_commit():
-    delivery = FakeDelivery(failure=KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT)))
+@pytest.mark.parametrize("failing_call, stored", [
+    (0, [(b"j=1", 3), (b"k=2", 4)]),
+    (1, [(b"j=1", 6), (b"k=2", 7)]),  # the outputs were written: written again (at-least-once's duplicates)
+], ids=["the outputs fail", "the table writes fail after the outputs"])
+def test_records_that_cannot_be_written_stay_held_for_the_next_commit(failing_call, stored):
+    delivery = FakeDelivery(failure=KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT)), fail_on_call=failing_call)
     sends, tables, resolved = held(delivery)
     with pytest.raises(KafkaException):
         asyncio.run(sends.write_up_to({PAYMENTS: 4}))
     assert tables.stored == [] and resolved == [] and len(sends.staging) == 8
     delivery.failure = None
     asyncio.run(sends.write_up_to({PAYMENTS: 4}))
-    assert tables.stored == [(b"j=1", 3), (b"k=2", 4)] and len(resolved) == 3
+    assert delivery.calls[-2:] == [[b"out-k=1", b"out-j=1", b"out-k=2"], [b"j=1", b"k=2"]]
+    assert tables.stored == stored and len(resolved) == 3
 
 
 def test_a_record_no_retry_can_write_stops_the_worker_with_nothing_committed():
