@@ -34,7 +34,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
 from prometheus_client import start_http_server
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -58,9 +58,10 @@ class Follower:
     def __init__(self, settings: Settings, state_path: Path, differences_path: Optional[Path] = None,
                  say: Callable[[str], None] = print) -> None:
         self.settings, self.state_path, self.differences_path, self.say = settings, state_path, differences_path, say
-        self.state = FollowState(input_topic=settings.input_topic, by_merchant_topic=settings.by_merchant_topic,
-                                 retention_s=settings.dedup_retention_days * 86_400,
-                                 max_event_bytes=settings.max_event_bytes, max_amount_cents=settings.max_amount_cents)
+        self._state_settings = dict(input_topic=settings.input_topic, by_merchant_topic=settings.by_merchant_topic,
+                                    retention_s=settings.dedup_retention_days * 86_400,
+                                    max_event_bytes=settings.max_event_bytes, max_amount_cents=settings.max_amount_cents)
+        self.state = FollowState(**self._state_settings)
         self.resumed = self.state.load(state_path)
         self.topics = (settings.input_topic, settings.by_merchant_topic, settings.totals_topic)
         client = settings.kafka_client()
@@ -77,6 +78,7 @@ class Follower:
         #: missing events are judged against, once the outputs' LSO has reached those
         self._judged_against: Optional[tuple[dict[Partition, int], dict[Partition, int]]] = None
         self._assignment: list[Partition] = []  # what the reader reads; [] until the first round, or after a failed one
+        self._at_end: dict[Partition, int] = {}  # the offset of each partition's last end-of-partition event
         self.lock = threading.Lock()  # the state changes under it; the metrics read it under it
 
     # -- one round -------------------------------------------------------------
@@ -96,15 +98,25 @@ class Follower:
                 self._judged_against = None
             if self._judged_against is None:
                 self._judged_against = (committed, {tp: o.high_watermark for tp, o in outputs.items()})
-            for tp, end in ends.items():
-                self.state.positions.setdefault(tp[0], {})[tp[1]] = end
+            for (topic, partition), end in ends.items():  # never back: an end read lower just after a broker restart
+                positions = self.state.positions.setdefault(topic, {})
+                positions[partition] = max(end, positions.get(partition, end))
             self.state.forget_expired()
             self.state.rounds += 1
+            self._report(found)  # before the save: killed between, the next run reports them again rather than never
             self.state.save(self.state_path)  # 5.
             self.input_ends = {p: end for (topic, p), end in ends.items() if topic == self.settings.input_topic}
             self.last_round_s = time.time()
-        self._report(found)
         return found
+
+    def reset(self) -> None:
+        """After a failed round: back to the saved state, read again from its positions."""
+        state = FollowState(**self._state_settings)
+        state.load(self.state_path)
+        with self.lock:
+            self.state = state
+        self._assignment = []
+        self._judged_against = None
 
     def _partitions(self) -> list[Partition]:
         metadata = self.reader.list_topics(timeout=OFFSETS_TIMEOUT_S)
@@ -133,7 +145,10 @@ class Follower:
             self.reader.assign([TopicPartition(t, p, OFFSET_BEGINNING if positions[(t, p)] is None else positions[(t, p)])
                                 for t, p in ends])
             self._assignment = list(ends)
-        waiting = {tp for tp, end in ends.items() if (positions[tp] or 0) < end}
+            self._at_end = {}
+        # A partition whose end-of-partition event already came for its end is read: librdkafka
+        # sends one per end offset, and aborted records and commit markers move the end without records.
+        waiting = {tp for tp, end in ends.items() if (positions[tp] or 0) < end and self._at_end.get(tp, -1) < end}
         records: dict[Partition, list[Any]] = defaultdict(list)
         past_end: set[Partition] = set()
         deadline = time.monotonic() + READ_TIMEOUT_S
@@ -149,6 +164,7 @@ class Follower:
                     if error is not None:
                         if error.code() != KafkaError._PARTITION_EOF:
                             raise KafkaException(error)
+                        self._at_end[tp] = message.offset()
                         if message.offset() >= ends[tp]:
                             waiting.discard(tp)
                         continue
@@ -159,11 +175,12 @@ class Follower:
                     records[tp].append(message)
                     if message.offset() + 1 >= ends[tp]:
                         waiting.discard(tp)
+            for tp in past_end:  # the next round reads them
+                self.reader.seek(TopicPartition(tp[0], tp[1], ends[tp]))
+                self._at_end.pop(tp, None)
         except BaseException:
             self._assignment = []  # the next round reads again from the saved positions
             raise
-        for tp in past_end:  # the next round reads them
-            self.reader.seek(TopicPartition(tp[0], tp[1], ends[tp]))
         return records
 
     def _judge(self, records: dict[Partition, list[Any]]) -> list[Difference]:
@@ -172,7 +189,7 @@ class Follower:
         for (topic, partition), messages in sorted(records.items(), key=lambda item: self.topics.index(item[0][0])):
             for message in messages:
                 if topic == s.input_topic:
-                    self.state.read_input(partition, message.offset(), message.value())
+                    self.state.read_input(partition, message.offset(), message.value(), _read_at(message))
                 elif topic == s.by_merchant_topic:
                     self.state.read_by_merchant(partition, message.offset(), message.value())
                 elif not any(key == SENTINEL_HEADER for key, _ in message.headers() or ()):
@@ -200,13 +217,17 @@ class Follower:
                     self.say(said := line)
             except (KafkaException, TimeoutError) as exc:
                 log.warning("A reconcile round failed (the next one tries again): %s", exc)
+                self.reset()
+            except Exception:
+                log.exception("A reconcile round failed (the next one tries again from the saved state)")
+                self.reset()
             stop.wait(max(0.0, check_s - (time.monotonic() - started)))
 
     def progress(self) -> str:
         marks = self.state.watermarks()
         lag = sum(max(end - marks.get(p, 0), 0) for p, end in self.input_ends.items())
         counts = ", ".join(f"{kind} {self.state.differences[kind]:,}" for kind in KINDS)
-        return (f"checked {self.state.checked_events:,} events; {len(self.state.expected):,} wait for their update; "
+        return (f"checked {self.state.checked_events:,} events; {self.state.waiting():,} wait for their update; "
                 f"watermark lag {lag:,} records; differences: {counts}")
 
 
@@ -244,10 +265,17 @@ class FollowerMetrics(Collector):
                                   value=state.checked_events)
         yield CounterMetricFamily("faust_eos_reconciler_rounds", "Rounds that succeeded", value=state.rounds)
         yield GaugeMetricFamily("faust_eos_reconciler_waiting_events", "Valid input events waiting for their update",
-                                value=len(state.expected))
+                                value=state.waiting())
 
 
 def serve_metrics(follower: Follower, port: int, address: str) -> None:
     registry = CollectorRegistry()
     registry.register(FollowerMetrics(follower))
     start_http_server(port, addr=address, registry=registry)
+
+
+def _read_at(message: Any) -> float:
+    """A record's timestamp in seconds, no later than now (what the dedup retention counts from)."""
+    kind, stamp_ms = message.timestamp()
+    now = time.time()
+    return now if kind == TIMESTAMP_NOT_AVAILABLE or stamp_ms <= 0 else min(stamp_ms / 1000, now)

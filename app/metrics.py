@@ -99,6 +99,7 @@ def not_ready_reason(*, recovered: bool, in_recovery: bool, rebalancing: bool, s
 class Snapshot(NamedTuple):
     consumer_lag: dict[TP, int]
     lso_lag: dict[TP, int]
+    last_stable: dict[TP, int]
     table_keys: dict[tuple[str, int], int]
     recovery_remaining: dict[tuple[str, int, str], int]
     partitions: dict[str, int]
@@ -120,6 +121,8 @@ class WorkerCollector(Collector):
                         snap.consumer_lag)
         yield _tp_gauge("lso_lag_records", "High watermark minus last stable offset: records held back by open "
                         "transactions", snap.lso_lag)
+        yield _tp_gauge("last_stable_offset", "Last stable offset (LSO): it stands still while a transaction hangs",
+                        snap.last_stable)
         keys = GaugeMetricFamily(f"{PREFIX}_table_keys", "Keys in a table partition held by this worker",
                                  labels=["table", "partition"])
         for (table, partition), n in sorted(snap.table_keys.items()):
@@ -185,6 +188,7 @@ async def refresh(app: Any) -> None:
     collector.snapshot = Snapshot(
         consumer_lag=consumer_lags(stable, positions),
         lso_lag=lso_lags(highwaters, stable),
+        last_stable={tp: stable[tp] for tp in highwaters.keys() & stable.keys()},
         table_keys=table_keys,
         recovery_remaining=_recovery_remaining(app),
         partitions={

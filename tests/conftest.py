@@ -43,5 +43,5 @@ def pipeline(kafka, request, tmp_path) -> Iterator[Callable[..., PipelineRun]]:
 
     yield make
     for run in runs:
-        for worker in run.workers:
+        for worker in [*run.workers, *run.followers]:
             worker.kill()

@@ -76,5 +76,9 @@ class FollowerView:
                 and values.get("faust_eos_reconciler_waiting_events") == 0)
 
     def differences(self) -> dict[str, int]:
-        values = self.series()
+        """What it found, by kind; {} if it does not answer."""
+        try:
+            values = self.series()
+        except OSError:
+            return {}
         return {kind: int(values.get(f"differences:{kind}", 0)) for kind in KINDS}

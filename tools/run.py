@@ -27,6 +27,7 @@ class PipelineRun:
         )
         self.settings: Settings = config.load(self.env)
         self.workers: list[Worker] = []
+        self.followers: list[Worker] = []  # reconcile --follow processes, apart from the workers
         ensure_topics(self.settings)
 
     def add_worker(self, **env: str) -> Worker:
@@ -48,6 +49,7 @@ class PipelineRun:
             "reconcile", "--follow", "--check-seconds", str(check_s), "--state", str(self.follow_state),
             "--differences", str(self.run_dir / "differences.jsonl"), "--metrics-port", env["WEB_PORT"]))
         follower.start()
+        self.followers.append(follower)
         return follower
 
     @property

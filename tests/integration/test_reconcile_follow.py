@@ -51,9 +51,11 @@ def test_a_forged_update_is_reported_as_extra_in_the_first_round_after_it_and_a_
     assert producer.flush(30) == 0
     rounds_after = follower_says(follower, "faust_eos_reconciler_rounds_total")
 
-    wait_for(lambda: follower_says(follower, "faust_eos_reconciler_differences_total", kind="extra") == 1,
-             timeout=DRAIN_S, what="the forged update to be reported")
-    [reported] = [json.loads(line) for line in (run.run_dir / "differences.jsonl").read_text().splitlines()]
+    differences = run.run_dir / "differences.jsonl"
+    wait_for(lambda: differences.exists() and differences.read_text().strip(), timeout=DRAIN_S,
+             what="the forged update to be reported")
+    [reported] = [json.loads(line) for line in differences.read_text().splitlines()]
+    assert follower_says(follower, "faust_eos_reconciler_differences_total", kind="extra") == 1
     assert (reported["kind"], reported["event_id"], reported["merchant_id"]) == ("extra", "forged-1", "m001")
     # the round under way when the record was written may not have seen it; the next one must
     assert reported["round"] <= rounds_after + 2, (reported, rounds_before, rounds_after)
@@ -67,4 +69,4 @@ def test_a_forged_update_is_reported_as_extra_in_the_first_round_after_it_and_a_
              timeout=DRAIN_S, what="the restarted follower to catch up")
     assert follower_says(follower, "faust_eos_reconciler_differences_total", kind="extra") == 1
     assert f"resuming from {run.follow_state}" in follower.log_text()
-    assert len((run.run_dir / "differences.jsonl").read_text().splitlines()) == 1
+    assert len(differences.read_text().splitlines()) == 1

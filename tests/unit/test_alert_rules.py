@@ -37,14 +37,20 @@ CASES = {
         {"instance": "w1:6066", "job": "faust-eos"}, "w1:6066 has not served for 5 minutes"),
     "worker ready after a 3-minute restore": Case(
         "FaustEosWorkerNotReady", {f"faust_eos_ready{{{WORKER}}}": "0 0 0 1 1 1 1 1"}, "6m"),
-    "LSO lag never back to 0 for 5 minutes": Case(
+    "LSO standing for 5 minutes with records behind it": Case(
         "FaustEosHangingTransaction",
-        {f'faust_eos_lso_lag_records{{{WORKER}, topic="merchant-totals", partition="2"}}': "3 5 8 9 12 15 20 22"}, "7m",
+        {f'faust_eos_lso_lag_records{{{WORKER}, topic="merchant-totals", partition="2"}}': "3 5 8 9 12 15 20 22",
+         f'faust_eos_last_stable_offset{{{WORKER}, topic="merchant-totals", partition="2"}}': "100x8"}, "7m",
         {"job": "faust-eos", "topic": "merchant-totals", "partition": "2"},
         "merchant-totals[2]: read_committed readers held back for 5 minutes"),
     "LSO lag of commits that end": Case(
         "FaustEosHangingTransaction",
-        {f'faust_eos_lso_lag_records{{{WORKER}, topic="merchant-totals", partition="2"}}': "0 30 0 12 0 40 0 25"}, "7m"),
+        {f'faust_eos_lso_lag_records{{{WORKER}, topic="merchant-totals", partition="2"}}': "0 30 0 12 0 40 0 25",
+         f'faust_eos_last_stable_offset{{{WORKER}, topic="merchant-totals", partition="2"}}': "100+30x8"}, "7m"),
+    "LSO lag of back-to-back commits, never 0 at a scrape": Case(
+        "FaustEosHangingTransaction",
+        {f'faust_eos_lso_lag_records{{{WORKER}, topic="merchant-totals", partition="2"}}': "30 12 40 25 31 18 22 35",
+         f'faust_eos_last_stable_offset{{{WORKER}, topic="merchant-totals", partition="2"}}': "100+30x8"}, "7m"),
     "LSO lag rising for 25 minutes": Case(
         "FaustEosLsoLagGrowing",
         {f'faust_eos_lso_lag_records{{{WORKER}, topic="merchant-totals", partition="2"}}': "1000+200x30"}, "25m",
@@ -82,19 +88,19 @@ CASES = {
     "reconciler not answering": Case(
         "FaustEosReconcilerStalled", {f"up{{{RECONCILER}}}": "0x10"}, "7m",
         {"job": "faust-eos-reconciler", "instance": "r1:6070"}, "reconcile --follow has stopped checking the pipeline's output"),
-    "reconciler's last round 10 minutes ago": Case(
+    "reconciler up but no round finished for 20 minutes": Case(
         "FaustEosReconcilerStalled",
-        {f"up{{{RECONCILER}}}": "1x12", f"faust_eos_reconciler_last_check_timestamp_seconds{{{RECONCILER}}}": "0x12"},
-        "11m", {"job": "faust-eos-reconciler"}, "reconcile --follow has stopped checking the pipeline's output"),
+        {f"up{{{RECONCILER}}}": "1x25", f"faust_eos_reconciler_rounds_total{{{RECONCILER}}}": "0x25"},
+        "20m", {"job": "faust-eos-reconciler"}, "reconcile --follow has stopped checking the pipeline's output"),
     "reconciler's watermark standing while input waits": Case(
         "FaustEosReconcilerStalled",
-        {f"up{{{RECONCILER}}}": "1x25", f"faust_eos_reconciler_last_check_timestamp_seconds{{{RECONCILER}}}": "0+60x25",
+        {f"up{{{RECONCILER}}}": "1x25", f"faust_eos_reconciler_rounds_total{{{RECONCILER}}}": "0+6x25",
          f'faust_eos_reconciler_watermark{{{RECONCILER}, partition="0"}}': "100x25",
          f'faust_eos_reconciler_lag_records{{{RECONCILER}, partition="0"}}': "50x25"},
         "22m", {"job": "faust-eos-reconciler"}, "reconcile --follow has stopped checking the pipeline's output"),
     "reconciler rounds going on, watermark moving": Case(
         "FaustEosReconcilerStalled",
-        {f"up{{{RECONCILER}}}": "1x25", f"faust_eos_reconciler_last_check_timestamp_seconds{{{RECONCILER}}}": "0+60x25",
+        {f"up{{{RECONCILER}}}": "1x25", f"faust_eos_reconciler_rounds_total{{{RECONCILER}}}": "0+6x25",
          f'faust_eos_reconciler_watermark{{{RECONCILER}, partition="0"}}': "100+10x25",
          f'faust_eos_reconciler_lag_records{{{RECONCILER}, partition="0"}}': "50x25"}, "22m"),
     "the reconciler found an extra update": Case(

@@ -14,19 +14,19 @@ def state() -> FollowState:
                        max_event_bytes=10_000, max_amount_cents=10**9)
 
 
-def payment(event_id: str, merchant: str = "m1", amount: int = 100, ts: float = 1_000.0, customer: str = "c1") -> bytes:
+def payment(event_id: str, merchant: str = "m1", amount: int = 100, customer: str = "c1") -> bytes:
     return json.dumps({"event_id": event_id, "merchant_id": merchant, "customer_id": customer,
-                       "amount_cents": amount, "ts": ts}).encode()
+                       "amount_cents": amount, "ts": 1_000.0}).encode()
 
 
 def update(event_id: str, count: int, amount: int, merchant: str = "m1") -> bytes:
     return json.dumps({"merchant_id": merchant, "count": count, "amount_cents": amount, "event_id": event_id}).encode()
 
 
-def read_inputs(s: FollowState, *values: bytes, partition: int = 0) -> None:
+def read_inputs(s: FollowState, *values: bytes, partition: int = 0, read_at: float = 5_000.0) -> None:
     for offset, value in enumerate(values):
-        s.read_input(partition, offset, value)
-    s.positions[INPUT] = {partition: len(values)}
+        s.read_input(partition, offset, value, read_at)
+    s.positions.setdefault(INPUT, {})[partition] = len(values)
 
 
 def test_events_counted_once_in_order_leave_no_difference_and_move_the_watermark_to_the_end():
@@ -95,13 +95,24 @@ def test_an_event_passed_on_but_never_counted_is_missing_once_its_second_hop_com
     assert missing.kind == "missing" and "total update never came" in missing.detail
 
 
-def test_dedup_memory_and_counted_ids_are_forgotten_past_the_retention():
+def test_dedup_memory_and_counted_ids_are_forgotten_past_the_retention_counted_from_when_they_were_read():
     s = state()
-    read_inputs(s, payment("old", ts=0.0), payment("new", ts=2 * DAY))
+    read_inputs(s, payment("old"), read_at=0.0)
+    read_inputs(s, payment("new"), partition=1, read_at=2 * DAY)
     s.read_total(update("old", 1, 100))
     s.read_total(update("new", 2, 200))
     s.forget_expired()
-    assert set(s.seen[0]) == {"new"} and set(s.counted) == {"new"}
+    assert set(s.seen[0]) == set() and set(s.seen[1]) == {"new"} and set(s.counted) == {"new"}
+
+
+def test_an_id_new_in_two_input_partitions_expects_two_updates():
+    s = state()
+    read_inputs(s, payment("e1", amount=100), partition=0)
+    read_inputs(s, payment("e1", amount=100), partition=1)
+    assert s.waiting() == 2
+    assert s.read_total(update("e1", 1, 100)) == [] and s.read_total(update("e1", 2, 200)) == []
+    [extra] = s.read_total(update("e1", 3, 300))
+    assert extra.kind == "extra" and s.waiting() == 0
 
 
 def test_the_state_saved_is_the_state_resumed(tmp_path):
