@@ -16,8 +16,8 @@ Each round (every ``--check-seconds``):
    commit markers back for a while);
 5. save the state (positions, watermarks, dedup memory) atomically, so a restart resumes from it.
 
-A round that fails (the broker away, a read timing out) changes nothing: the
-next one reads again from the saved positions. It never writes to the
+A round that fails (the broker away, a read timing out, a disk full) is
+undone: the next one starts again from the saved state. It never writes to the
 pipeline's topics or its group, and does not join the group. Each difference is
 one line on stdout (and one JSON line in ``--differences``); the watermarks,
 their lag behind the input, the last round's time and the difference counts
@@ -83,7 +83,7 @@ class Follower:
 
     # -- one round -------------------------------------------------------------
     def round(self) -> list[Difference]:
-        """Steps 1 to 5; raises :class:`KafkaException` (or TimeoutError) with nothing changed."""
+        """Steps 1 to 5. If it raises, the state may be changed in part: :meth:`reset` goes back to the saved one."""
         partitions = self._partitions()
         committed = self._committed([tp for tp in partitions if tp[0] != self.settings.totals_topic])  # 1.
         outputs = self._offsets([tp for tp in partitions if tp[0] != self.settings.input_topic])  # 2.
