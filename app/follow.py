@@ -68,9 +68,11 @@ class Follower:
         self.reader = Consumer({**client, "group.id": f"{settings.app_id}-reconcile-follow",
                                 "enable.auto.commit": False, "isolation.level": "read_committed",
                                 "enable.partition.eof": True, "auto.offset.reset": "earliest"})
-        # reads the pipeline group's committed offsets; never joins the group
-        self.group_offsets = Consumer({**client, "group.id": settings.app_id, "enable.auto.commit": False,
-                                       "isolation.level": "read_committed"})
+        # Reads the pipeline group's committed offsets; never joins the group. Not read_committed: that
+        # asks for stable offsets, which wait for every pending transactional offset commit, and after a
+        # broker restart one can stay pending for a long time. Without it, a pending commit's offsets are
+        # not shown yet: the offsets read are never ahead of what committed, which is all missing needs.
+        self.group_offsets = Consumer({**client, "group.id": settings.app_id, "enable.auto.commit": False})
         self.input_ends: dict[int, int] = {}
         self.last_round_s: Optional[float] = None
         self.end_offsets = WatermarkReader(client, f"{settings.app_id}-reconcile-follow", timeout_s=OFFSETS_TIMEOUT_S)
