@@ -94,6 +94,7 @@ class PlainProducer:
         self._timeout_s = timeout_s
         self._factory = producer_factory
         self._producer: Optional[Producer] = producer_factory(self._config)
+        self._known_topics: set[str] = set()  # topics self._producer holds metadata for
         self._thread = CallThread("eos-at-least-once")
         self._closed = False
 
@@ -105,11 +106,12 @@ class PlainProducer:
 
     def _deliver(self, records: Sequence[StagedRecord]) -> list[RecordMetadata]:
         try:
-            return produce_all(self._producer, records, self._timeout_s, lambda step: None)
+            return produce_all(self._producer, records, self._timeout_s, lambda step: None, self._known_topics)
         except KafkaException as exc:
             if exc.args[0].fatal():  # an idempotent producer that lost its sequence cannot go on: a fresh one
                 log.warning("The at-least-once producer failed for good (%s); starting a new one", exc.args[0].str())
                 self._producer = self._factory(self._config)
+                self._known_topics = set()
             raise
 
     def close(self) -> None:

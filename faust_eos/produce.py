@@ -1,7 +1,8 @@
 """Producing staged records through confluent-kafka, under both guarantees.
 
 A commit produces the records its events staged in one step,
-:func:`produce_all`: every record handed to the producer (a full local queue is
+:func:`produce_all`: the producer first learns the metadata of each topic it
+has not written yet, then every record is handed to it (a full local queue is
 waited out for at most one call timeout), then one flush, then every record
 acknowledged or the step fails. Exactly-once runs it inside a transaction
 (:mod:`faust_eos.transaction`), at-least-once before committing the offsets to
@@ -15,7 +16,7 @@ import queue
 import threading
 import time
 from concurrent.futures import Future
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from aiokafka.structs import RecordMetadata, TopicPartition as AioTopicPartition
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -40,13 +41,20 @@ def producer_config(conf: Any) -> dict[str, Any]:
 
 
 def produce_all(producer: Producer, records: Sequence[StagedRecord], timeout_s: float,
-                on_step: Callable[[str], None]) -> list[RecordMetadata]:
+                on_step: Callable[[str], None], known_topics: set[str]) -> list[RecordMetadata]:
     """Produce ``records`` and wait until each is acknowledged; their metadata, in order.
 
-    Raises :class:`KafkaException` if a record failed, or is still unacknowledged
-    after a flush of ``timeout_s``. ``on_step`` is told each step as it begins.
-    Blocking: run it on the producer's thread.
+    ``known_topics`` are the topics this producer holds metadata for; the others
+    are learnt first, and added. Raises :class:`KafkaException` if that failed,
+    if a record failed, or if one is still unacknowledged after a flush of
+    ``timeout_s``. ``on_step`` is told each step as it begins. Blocking: run it
+    on the producer's thread.
     """
+    new_topics = {record.topic for record in records} - known_topics
+    if new_topics:
+        on_step("learn topics")
+        learn_topics(producer, new_topics, timeout_s)
+        known_topics |= new_topics
     delivered: list[Optional[RecordMetadata]] = [None] * len(records)
     errors: list[KafkaError] = []
 
@@ -81,6 +89,18 @@ def produce_all(producer: Producer, records: Sequence[StagedRecord], timeout_s: 
                                               f"flush (delivered: {_offsets_text(delivered)})")
         )
     return delivered  # type: ignore[return-value]
+
+
+def learn_topics(producer: Producer, topics: Iterable[str], timeout_s: float) -> None:
+    """Fetch the metadata of ``topics`` for ``producer`` now, one request per topic.
+
+    A record for a topic librdkafka knows nothing of waits for its periodic
+    topic scan, about a second, before it can be sent: so did the first commit
+    of every new partition producer to each topic, and the first commit to a
+    topic written rarely, such as dead letters.
+    """
+    for topic in topics:
+        producer.list_topics(topic, timeout=timeout_s)
 
 
 def _produce(producer: Producer, topic: str, kwargs: dict[str, Any], drained_by: float, timeout_s: float) -> None:

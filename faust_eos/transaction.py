@@ -97,6 +97,7 @@ class PartitionTransaction:
         self._timeout_s = call_timeout_s
         self._deadline_grace_s = deadline_grace_s
         self._producer = producer_factory({**producer_config, "transactional.id": self.transactional_id})
+        self._known_topics: set[str] = set()  # topics the producer holds metadata for
         self._thread = CallThread(f"eos-{self.transactional_id}")
         self._step = "nothing yet"  # the step running on the thread, named when one is stuck
         self._step_started = 0.0  # monotonic time it began
@@ -147,7 +148,7 @@ class PartitionTransaction:
             self._begin_step("begin_transaction")
             producer.begin_transaction()
             metrics.transactions_begun.inc()
-            delivered = produce_all(producer, records, self._timeout_s, self._begin_step)
+            delivered = produce_all(producer, records, self._timeout_s, self._begin_step, self._known_topics)
             if offset is not None:
                 offsets = [TopicPartition(self.tp.topic, self.tp.partition, offset)]
                 self._begin_step("send_offsets_to_transaction")

@@ -77,6 +77,9 @@ class FakeProducer:
             raise BufferError("Local: Queue full")
         self._transaction.append((topic, value, on_delivery))
 
+    def list_topics(self, topic: Optional[str] = None, timeout: float = -1) -> None:
+        self._call(f"list_topics {topic}")
+
     def poll(self, timeout: float) -> int:
         self.calls.append("poll")
         if self.full_for_polls:

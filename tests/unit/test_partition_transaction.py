@@ -100,9 +100,37 @@ def test_a_commit_makes_its_records_visible_with_its_offset(scenario):
     assert run.producer.offsets_sent == [([TopicPartition("payments", 3, 10)], GROUP)]
     assert [(md.topic, md.offset) for md in metadata] == [("out", 0), ("out", 1)]
     assert run.producer.calls == [
-        "begin_transaction", "produce", "produce", "flush", "send_offsets_to_transaction", "commit_transaction",
+        "begin_transaction", "list_topics out", "produce", "produce", "flush", "send_offsets_to_transaction",
+        "commit_transaction",
     ]
     assert run.counted() == {"begun": 1, "committed": 1, "aborted": 0}
+
+
+def test_a_producer_learns_each_topic_once_before_its_first_record_to_it(scenario):
+    # librdkafka would otherwise hold that record about a second, until its periodic topic scan
+    run = scenario()
+    run.commit(staged(b"a"))
+    del run.producer.calls[:]
+    dead_letter = StagedRecord(topic="dead-letters", key=b"k", value=b"c", partition=None, timestamp_ms=None,
+                               headers=None, source_offset=1)
+    run.commit([*staged(b"b"), dead_letter], offset=12)
+    assert run.producer.calls == [
+        "begin_transaction", "list_topics dead-letters", "produce", "produce", "flush", "send_offsets_to_transaction",
+        "commit_transaction",
+    ]
+    assert run.producer.visible == [("out", b"a"), ("out", b"b"), ("dead-letters", b"c")]
+
+
+def test_a_topic_whose_metadata_cannot_be_fetched_aborts_and_is_learnt_again_at_the_retry(scenario):
+    run = scenario()
+    run.producer.failures["list_topics out"] = [error(KafkaError._TIMED_OUT)]
+    with pytest.raises(TransactionFailed, match="aborted"):
+        run.commit(staged(b"a"))
+    assert "produce" not in run.producer.calls
+    run.commit(staged(b"a"))
+    assert run.producer.calls.count("list_topics out") == 2
+    assert run.producer.visible == [("out", b"a")]
+    assert run.counted() == {"begun": 2, "committed": 1, "aborted": 1}
 
 
 def test_a_full_produce_queue_that_drains_is_waited_out(scenario):
