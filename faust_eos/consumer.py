@@ -6,7 +6,8 @@ positioned at their stable committed offsets, restores that end at each
 changelog's last committed record and reach Faust's recovery one fetched
 batch at a time, input batches for agents that take them whole
 (:mod:`faust_eos.batches`), a commit of what it holds before partitions move,
-and no new input handed out while ``max_uncommitted_records`` wait for their commit.
+no new input handed out while ``max_uncommitted_records`` wait for their commit,
+and timer commits that keep the commit interval's pace (:mod:`faust_eos.timer`).
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from faust_eos.produce import producer_config
 from faust_eos.security import librdkafka_client
 from faust_eos.store import Store
 from faust_eos.table_state import TableState
+from faust_eos.timer import commit_every
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +85,10 @@ class Consumer(ConsumerHooks):
         if self.in_transaction:
             return self.transactions if self.transactions.started else None
         return self.held_sends if current_event() is not None else None
+
+    async def run_commit_timer(self) -> None:
+        await commit_every(self.commit_interval, self.commit, clock=self.loop.time, sleep=self.sleep,
+                           stopped=lambda: self.should_stop)
 
     def commit_early(self) -> None:
         """Start a commit before the interval ends: the records waiting for their commit reached the limit."""

@@ -16,6 +16,8 @@ Private names used, and why:
   how far a commit reaches, decided by the exactly-once delivery ledger instead.
 * ``Consumer._seek`` (:meth:`ConsumerHooks.seek_partition`): every seek Faust
   makes, moved onto the consumer's own thread.
+* ``Consumer._commit_handler`` (overridden through :meth:`ConsumerHooks.run_commit_timer`):
+  the service task that runs Faust's timer commits.
 * ``Consumer._commit`` (:meth:`ConsumerHooks.commit_to_group`): an offset commit
   outside transactions, and whether the group accepted it (Faust records the
   offsets as committed either way).
@@ -53,6 +55,7 @@ import faust
 from faust.stores import rocksdb
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
+from mode import Service
 
 #: the releases faust-eos was tested with; any other is refused at start
 TESTED_VERSIONS = {"faust-streaming": "0.15.3", "aiokafka": "0.14.0"}
@@ -122,6 +125,14 @@ class ConsumerHooks(faust_aiokafka.Consumer):
     async def seek_partition(self, tp: TP, offset: int) -> None:
         """Move the fetch position of ``tp``; every seek Faust makes comes here."""
         await super()._seek(tp, offset)
+
+    @Service.task
+    async def _commit_handler(self) -> None:
+        await self.run_commit_timer()
+
+    async def run_commit_timer(self) -> None:
+        """Run the timer commits, every ``commit_interval``, while the consumer runs."""
+        await faust_aiokafka.Consumer._commit_handler.fun(self)
 
     async def _commit(self, offsets: Mapping[TP, int]) -> bool:
         return await self.commit_to_group(offsets)

@@ -20,8 +20,9 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.client import AIOKafkaClient
 from aiokafka.consumer.group_coordinator import GroupCoordinator
 from faust.exceptions import ConsumerNotStarted
-from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
+from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Consumer as FaustConsumer
 from faust.types import TP
+from mode.services import ServiceTask
 
 from faust_contract_support import (
     ORDERS,
@@ -214,6 +215,12 @@ def test_the_commit_timer_calls_force_commit_for_all_topics_every_commit_interva
         assert consumer.calls == [("force_commit", None, True)]
 
     asyncio.run(scenario())
+
+
+def test_faust_starts_its_timer_commits_as_the_service_task_named_commit_handler():
+    # faust_eos replaces that task by name; under another name Faust's own timer would run beside it
+    assert "_commit_handler" in FaustConsumer._tasks[FaustConsumer._get_class_id()]
+    assert isinstance(FaustConsumer._commit_handler, ServiceTask)
 
 
 def test_a_commit_asked_while_another_runs_waits_for_it_and_commits_nothing_itself():
