@@ -131,8 +131,8 @@ class ConsumerHooks(faust_aiokafka.Consumer):
         await self.run_commit_timer()
 
     async def run_commit_timer(self) -> None:
-        """Run the timer commits, every ``commit_interval``, while the consumer runs."""
-        await faust_aiokafka.Consumer._commit_handler.fun(self)
+        """Run the timer commits while the consumer runs (Faust's: a commit, then a whole ``commit_interval``)."""
+        await super()._commit_handler(self)
 
     async def _commit(self, offsets: Mapping[TP, int]) -> bool:
         return await self.commit_to_group(offsets)

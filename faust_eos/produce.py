@@ -16,7 +16,7 @@ import queue
 import threading
 import time
 from concurrent.futures import Future
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from aiokafka.structs import RecordMetadata, TopicPartition as AioTopicPartition
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -45,16 +45,15 @@ def produce_all(producer: Producer, records: Sequence[StagedRecord], timeout_s: 
     """Produce ``records`` and wait until each is acknowledged; their metadata, in order.
 
     ``known_topics`` are the topics this producer holds metadata for; the others
-    are learnt first, and added. Raises :class:`KafkaException` if that failed,
-    if a record failed, or if one is still unacknowledged after a flush of
-    ``timeout_s``. ``on_step`` is told each step as it begins. Blocking: run it
-    on the producer's thread.
+    are learnt first, and added once learnt. Raises :class:`KafkaException` if
+    learning failed, if a record failed, or if one is still unacknowledged after
+    a flush of ``timeout_s``. ``on_step`` is told each step as it begins.
+    Blocking: run it on the producer's thread.
     """
-    new_topics = {record.topic for record in records} - known_topics
-    if new_topics:
-        on_step("learn topics")
-        learn_topics(producer, new_topics, timeout_s)
-        known_topics |= new_topics
+    for topic in {record.topic for record in records} - known_topics:
+        on_step(f"list_topics {topic}")
+        if _learn_topic(producer, topic, timeout_s):
+            known_topics.add(topic)
     delivered: list[Optional[RecordMetadata]] = [None] * len(records)
     errors: list[KafkaError] = []
 
@@ -91,16 +90,21 @@ def produce_all(producer: Producer, records: Sequence[StagedRecord], timeout_s: 
     return delivered  # type: ignore[return-value]
 
 
-def learn_topics(producer: Producer, topics: Iterable[str], timeout_s: float) -> None:
-    """Fetch the metadata of ``topics`` for ``producer`` now, one request per topic.
+def _learn_topic(producer: Producer, topic: str, timeout_s: float) -> bool:
+    """Fetch the metadata of ``topic`` for ``producer`` now; True if it came without an error for the topic.
 
     A record for a topic librdkafka knows nothing of waits for its periodic
     topic scan, about a second, before it can be sent: so did the first commit
     of every new partition producer to each topic, and the first commit to a
-    topic written rarely, such as dead letters.
+    topic written rarely, such as dead letters. A topic the answer has an error
+    for (just created, no leader yet) is asked about again at the next commit.
     """
-    for topic in topics:
-        producer.list_topics(topic, timeout=timeout_s)
+    try:
+        metadata = producer.list_topics(topic, timeout=timeout_s)
+    except RuntimeError as exc:  # librdkafka refused the topic's name: as produce() reports it
+        raise KafkaException(KafkaError(KafkaError._INVALID_ARG, f"topic {topic!r}: {exc}")) from exc
+    known = metadata.topics.get(topic)
+    return known is not None and known.error is None
 
 
 def _produce(producer: Producer, topic: str, kwargs: dict[str, Any], drained_by: float, timeout_s: float) -> None:

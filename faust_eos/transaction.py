@@ -9,6 +9,8 @@ old owner (a zombie) can no longer commit anything.
 A commit is one transaction, run start to finish on a worker thread::
 
     begin_transaction()
+    list_topics(topic) for each topic this producer has not learnt yet
+        (librdkafka would hold its records about a second, until its topic scan)
     produce(record) for every staged record the committed events caused
         (outputs and table changelog writes, in the order they were sent;
         a full local queue is waited out for at most one call timeout)

@@ -8,6 +8,7 @@ nothing) in delivery callbacks.
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 from typing import Any, Callable, Optional
 
 from confluent_kafka import KafkaError, KafkaException
@@ -52,6 +53,10 @@ class FakeProducer:
         self.delivery_errors: dict[int, KafkaError] = {}
         #: record indexes whose delivery callback flush never calls (still in flight)
         self.in_flight: set[int] = set()
+        #: per topic: the error its metadata answer carries (the call itself succeeds)
+        self.topic_errors: dict[str, KafkaError] = {}
+        #: per topic: what list_topics raises instead of answering (librdkafka refusing the name)
+        self.topic_refusals: dict[str, Exception] = {}
         self._transaction: list[tuple[str, Optional[bytes], Callable]] = []
         self._reported = 0
 
@@ -77,8 +82,11 @@ class FakeProducer:
             raise BufferError("Local: Queue full")
         self._transaction.append((topic, value, on_delivery))
 
-    def list_topics(self, topic: Optional[str] = None, timeout: float = -1) -> None:
+    def list_topics(self, topic: Optional[str] = None, timeout: float = -1) -> SimpleNamespace:
         self._call(f"list_topics {topic}")
+        if topic in self.topic_refusals:
+            raise self.topic_refusals[topic]
+        return SimpleNamespace(topics={topic: SimpleNamespace(error=self.topic_errors.get(topic))})
 
     def poll(self, timeout: float) -> int:
         self.calls.append("poll")

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from faust.types import TP
 
-from faust_eos.at_least_once import HeldSends, PlainProducer
+from faust_eos.at_least_once import UNWRITABLE, HeldSends, PlainProducer
 from faust_eos.errors import OutputNotWritten
 from faust_eos.staging import Source, SourceTP, staged_record
 from tests.unit.fakes import FakeProducer, error
@@ -161,6 +161,17 @@ def test_the_producer_waits_for_every_record_and_gives_their_metadata():
     assert made[0].calls == [f"list_topics {OUTPUT}", "produce", "produce", "flush"]
     # librdkafka gives a record up no later than a commit does: no stale copy waits in its queue
     assert made[0].config["message.timeout.ms"] == 30_000
+    producer.close()
+
+
+def test_a_topic_name_librdkafka_refuses_fails_the_delivery_as_a_record_no_retry_can_write():
+    made: list[FakeProducer] = []
+    producer = PlainProducer({}, producer_factory=lambda config: made.append(FakeProducer(config)) or made[-1])
+    made[0].topic_refusals[OUTPUT] = RuntimeError("Unable to create topic object")
+    with pytest.raises(KafkaException) as raised:
+        asyncio.run(producer.deliver([staged_record(OUTPUT, b"k", b"v", None, None, None, 1)]))
+    assert raised.value.args[0].code() in UNWRITABLE  # HeldSends stops the worker with OutputNotWritten
+    assert "produce" not in made[0].calls
     producer.close()
 
 

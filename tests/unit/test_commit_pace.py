@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from faust_contract_support import worker_app
 from faust_eos import consumer as consumer_module
 from faust_eos.timer import commit_every
@@ -54,6 +56,21 @@ def test_a_stopped_consumer_starts_no_round_after_its_sleep():
     assert clock.run(1.0) == []
 
 
+def test_a_commit_that_raises_ends_the_timer_with_its_error():
+    # the consumer's service task then crashes the worker, as a failed timer commit did under Faust
+    class Refused(Exception):
+        pass
+
+    async def refused() -> None:
+        raise Refused
+
+    async def no_wait(_seconds: float) -> None:
+        pass
+
+    with pytest.raises(Refused):
+        asyncio.run(commit_every(1.0, refused, clock=lambda: 0.0, sleep=no_wait, stopped=lambda: False))
+
+
 def test_the_eos_consumer_runs_its_timer_commits_through_the_paced_timer(monkeypatch):
     paced: list[tuple[float, object]] = []
 
@@ -64,7 +81,8 @@ def test_the_eos_consumer_runs_its_timer_commits_through_the_paced_timer(monkeyp
 
     async def scenario() -> object:
         consumer = worker_app(broker_commit_interval=0.25).consumer
-        await type(consumer)._commit_handler.fun(consumer)  # the service task Faust starts
+        # the service task Faust starts; Faust's own timer would run until stopped
+        await asyncio.wait_for(type(consumer)._commit_handler.fun(consumer), timeout=5)
         return consumer
 
     consumer = asyncio.run(scenario())

@@ -121,6 +121,17 @@ def test_a_producer_learns_each_topic_once_before_its_first_record_to_it(scenari
     assert run.producer.visible == [("out", b"a"), ("out", b"b"), ("dead-letters", b"c")]
 
 
+def test_a_topic_whose_metadata_answer_carries_an_error_is_asked_about_again_at_the_next_commit(scenario):
+    run = scenario()
+    run.producer.topic_errors["out"] = error(KafkaError.LEADER_NOT_AVAILABLE)  # e.g. a topic just created
+    run.commit(staged(b"a"))
+    del run.producer.topic_errors["out"]
+    run.commit(staged(b"b"))
+    run.commit(staged(b"c"))
+    assert run.producer.calls.count("list_topics out") == 2
+    assert run.producer.visible == [("out", b"a"), ("out", b"b"), ("out", b"c")]
+
+
 def test_a_topic_whose_metadata_cannot_be_fetched_aborts_and_is_learnt_again_at_the_retry(scenario):
     run = scenario()
     run.producer.failures["list_topics out"] = [error(KafkaError._TIMED_OUT)]
