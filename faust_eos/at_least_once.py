@@ -163,11 +163,10 @@ class HeldSends:
         """Hold a record with the event being processed (outside events: a table write, till the next commit)."""
         event = current_event()
         if event is not None:
-            source = Source(event.message.topic, event.message.partition, event.message.offset)
+            record = self.staging.add_in_event(event, topic, key, value, partition, timestamp, headers, committed)
         else:
-            source = Source(topic, partition, UNBOUND)
-        record = staged_record(topic, key, value, partition, timestamp, headers, source.offset, committed)
-        self.staging.add(source, record)
+            record = staged_record(topic, key, value, partition, timestamp, headers, UNBOUND, committed)
+            self.staging.add(Source(topic, partition, UNBOUND), record)
         if topic in self.tables.changelog_topics:
             self.tables.hold(record)
         if len(self.staging) >= self._max_held:

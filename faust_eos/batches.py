@@ -32,6 +32,7 @@ import faust
 from aiokafka.structs import ConsumerRecord
 from faust.exceptions import DecodeError
 
+from faust_eos.codec import codecs_of
 from faust_eos.errors import SettingRefused
 
 log = logging.getLogger(__name__)
@@ -143,17 +144,17 @@ class Batches(faust.Schema):
                 f"topic {message.topic!r} has the faust_eos.Batches schema, but its records reach the agents one "
                 "by one: batches come only from the eos:// transport (broker='eos://...')"
             )
-        serializers = app.serializers
-        key_type, key_serializer = self.key_type, self.key_serializer
-        value_type, value_serializer, allow_empty = self.value_type, self.value_serializer, self.allow_empty
+        codecs = codecs_of(app)
+        loads_key = codecs.key_loader(self.key_type, self.key_serializer)
+        loads_payload = codecs.value_loader(self.value_type, self.value_serializer)
+        if not self.allow_empty:
+            return batch.decode_with(loads_key, loads_payload)
 
         def loads_value(raw: Optional[bytes]) -> Any:
-            if raw is None and allow_empty:  # a tombstone, handed out as Faust hands it out
-                return None
-            return serializers.loads_value(value_type, raw, serializer=value_serializer)
+            # a tombstone, handed out as Faust hands it out
+            return None if raw is None else loads_payload(raw)
 
-        return batch.decode_with(lambda raw: serializers.loads_key(key_type, raw, serializer=key_serializer),
-                                 loads_value)
+        return batch.decode_with(loads_key, loads_value)
 
 
 def batched_topics(channels: Iterable[Any]) -> dict[str, Optional[int]]:

@@ -28,6 +28,7 @@ from faust_eos.at_least_once import HeldSends, PlainProducer
 from faust_eos.batches import Batch, batch_records, batched_topics
 from faust_eos.delivery import Delivery
 from faust_eos.errors import LocalStateNotWritten
+from faust_eos.event_path import EventPaths
 from faust_eos.faust_internals import ConsumerHooks
 from faust_eos.manager import TransactionManager, max_uncommitted_records
 from faust_eos.offsets import CommittedOffsets
@@ -52,6 +53,8 @@ class Consumer(ConsumerHooks):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.delivery = Delivery()
+        #: the short path of sends and table operations inside the event being processed
+        self.event_paths = EventPaths(self.staging_for_sends, lambda: self.app.sensors)
         #: input partitions whose offsets really committed since start: one per transaction
         #: under exactly_once, one per partition of an offset commit the group accepted otherwise
         self.partitions_committed = 0

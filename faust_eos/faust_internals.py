@@ -35,14 +35,18 @@ Private names used, and why:
   :class:`StoreHooks`): every read and write of a table's local state.
 * the RocksDB store's ``_dbs`` and ``_db_for_partition``: its open database per
   table partition (:func:`table_partition_dbs`, :meth:`StoreHooks.partition_db`,
-  :func:`close_table_partition`), ``_encode_key`` and ``_encode_value``: a key and
-  a value as the store and the changelog hold them (:func:`encoded_key`,
-  :func:`encoded_value`), and ``_decode_key`` and ``_decode_value``: a stored
-  key and value as the table reads them (:func:`decoded_key`, :func:`decoded_value`).
+  :func:`close_table_partition`).
 * a table's ``_on_changelog_event``: whether it was given its own callback
   (:func:`has_changelog_callback`).
 * ``Topic._get_producer`` (overridden through :meth:`TopicHooks.producer_for_sends`):
   what every send of a topic awaits for its producer.
+* a record class's ``_options`` (its serializer, namespace, field descriptors,
+  validation) and its descriptors' ``coerce``, ``tag``, ``_to_python``,
+  ``lazy_coercion``, ``exclude`` and names; that a record keeps each field's value
+  in its ``__dict__`` under the field's name, after ``__evaluated_fields__``; and
+  that Faust's json codec runs on orjson (``faust.utils.json.orjson``): records
+  decoded without Faust's per-field setters (:func:`plain_record_fields`,
+  :func:`build_record`, :mod:`faust_eos.codec`).
 """
 from __future__ import annotations
 
@@ -52,9 +56,12 @@ import sys
 from typing import Any, Callable, Iterable, Mapping, MutableMapping, Optional
 
 import faust
+from faust.models import fields as faust_fields
 from faust.stores import rocksdb
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
+from faust.types.models import ModelT
+from faust.utils import json as faust_json
 from mode import Service
 
 #: the releases faust-eos was tested with; any other is refused at start
@@ -189,39 +196,14 @@ def table_partition_dbs(store: Any) -> Optional[Mapping[int, Any]]:
     return getattr(store, "_dbs", None)
 
 
-def encoded_key(store: Any, key: Any) -> bytes:
-    """``key`` (as the table sees it) in the bytes the store and the changelog hold."""
-    return store._encode_key(key)
-
-
-def encoded_value(store: Any, value: Any) -> bytes:
-    """``value`` (as the table sees it) in the bytes the store and the changelog hold."""
-    return store._encode_value(value)
-
-
-def decoded_key(store: Any, key: bytes) -> Any:
-    """A stored key as the table sees it."""
-    return store._decode_key(key)
-
-
-def decoded_value(store: Any, value: bytes) -> Any:
-    """A stored value as the table sees it."""
-    return store._decode_value(value)
-
-
 #: values a read may share with the write it reads: immutable, and JSON gives them back as they were
-_IMMUTABLE = (str, int, float, bool)
+IMMUTABLE = (str, int, float, bool)
 
 
 def shareable(value: Any) -> bool:
     """Whether ``value`` is a str, int, finite float or bool: a read may be handed the written object itself."""
     kind = type(value)
-    return kind in _IMMUTABLE and (kind is not float or math.isfinite(value))
-
-
-def decodes_as_json(store: Any) -> bool:
-    """Whether ``store``'s values are encoded with Faust's own JSON codec."""
-    return (store.value_serializer or store.app.conf.value_serializer) == "json"
+    return kind in IMMUTABLE and (kind is not float or math.isfinite(value))
 
 
 def has_changelog_callback(table: Any) -> bool:
@@ -299,3 +281,96 @@ class StoreHooks(rocksdb.Store):
             for partition, db in list(self._dbs.items())
             if self.table.is_global or TP(topic, partition) in actives
         }
+
+
+# -- records -----------------------------------------------------------------------
+#: field descriptors that, without coercion, keep the value they are given as it is
+_PLAIN_FIELDS = (faust_fields.StringField, faust_fields.IntegerField, faust_fields.FloatField,
+                 faust_fields.BooleanField)
+
+
+def json_codec_is_orjson() -> bool:
+    """Whether Faust's json codec encodes and decodes with orjson (it does when orjson is installed)."""
+    return faust_json.orjson is not None
+
+
+def is_model_class(kind: Any) -> bool:
+    return isinstance(kind, type) and issubclass(kind, ModelT)
+
+
+def model_serializer(cls: Any) -> Any:
+    """The serializer a model class names for itself (None if it names none)."""
+    return cls._options.serializer
+
+
+def model_namespace(cls: Any) -> str:
+    """The name a model's payloads carry under ``"__faust"``."""
+    return cls._options.namespace
+
+
+def plain_record_fields(cls: Any) -> Optional[tuple[str, ...]]:
+    """The field names of ``cls``, in order, if it is a plain record (:func:`_plain_fields`); else None."""
+    try:
+        return _PLAIN_RECORDS[cls]
+    except KeyError:
+        fields = _PLAIN_RECORDS[cls] = _plain_fields(cls)
+        return fields
+    except TypeError:  # not hashable: not a class
+        return None
+
+
+def _plain_fields(cls: Any) -> Optional[tuple[str, ...]]:
+    """The field names of ``cls``, in order, if it is a record that Faust builds by storing each value as given.
+
+    That is a ``faust.Record`` whose every field is a str, int, float or bool
+    field with no coercion, tag, conversion, renaming or exclusion, and that has
+    no ``__post_init__`` and no validation; None for any other class.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, faust.Record)) or hasattr(cls, "__post_init__"):
+        return None
+    options = cls._options
+    if options.validation:
+        return None
+    for name, field in options.descriptors.items():
+        if (type(field) not in _PLAIN_FIELDS or field.coerce or field.tag is not None or field._to_python is not None
+                or field.lazy_coercion or field.exclude or field.parent is not None
+                or not field.field == field.input_name == field.output_name == name):
+            return None
+    return tuple(options.descriptors)
+
+
+_PLAIN_RECORDS: dict[Any, Optional[tuple[str, ...]]] = {}
+
+
+def holds_shareable_fields(record: Any) -> bool:
+    """Whether every field of ``record``, a plain record, holds a :func:`shareable` value."""
+    state = record.__dict__
+    for name in plain_record_fields(type(record)) or ():
+        if not shareable(state[name]):
+            return False
+    return True
+
+
+def copy_record(record: Any) -> Any:
+    """A record of the same plain record class holding the same field values (and nothing else)."""
+    kind = type(record)
+    copy = kind.__new__(kind)
+    state, copied = record.__dict__, copy.__dict__
+    copied["__evaluated_fields__"] = set()
+    for name in plain_record_fields(kind) or ():
+        copied[name] = state[name]
+    return copy
+
+
+def build_record(cls: Any, fields: tuple[str, ...], values: dict[str, Any]) -> Any:
+    """A record of ``cls`` holding ``values`` (one per field of ``fields``, the plain record's
+    :func:`plain_record_fields`), the same as ``cls(**values)`` builds, without its per-field setters."""
+    record = cls.__new__(cls)
+    state = record.__dict__
+    state["__evaluated_fields__"] = set()
+    if tuple(values) == fields:
+        state.update(values)
+    else:
+        for name in fields:
+            state[name] = values[name]
+    return record

@@ -138,21 +138,22 @@ class TransactionManager(FaustTransactionManager):
         event (a timer, a web view): in this worker's own next transaction
         (:mod:`faust_eos.outside`).
         """
-        self._note_topic(topic)
+        if topic not in self._topics_seen:
+            self._note_topic(topic)
+        changelog = topic in self._changelog_topics
         event = current_event()
-        changelog = (topic, partition) if topic in self._changelog_topics else None
         if event is not None:
-            source = Source(event.message.topic, event.message.partition, event.message.offset)
-            if changelog is not None:
-                self._note_changelog_source(changelog, SourceTP(source.topic, source.partition))
-        elif changelog is not None:
-            source = self._changelog_source(changelog)
+            record = self.staging.add_in_event(event, topic, key, value, partition, timestamp, headers, committed)
+            if changelog:
+                self._note_changelog_source((topic, partition), self.staging.event_source())
+        elif changelog:
+            source = self._changelog_source((topic, partition))
+            record = staged_record(topic, key, value, partition, timestamp, headers, source.offset, committed)
+            self.staging.add(source, record)
         else:
             self.outside.add(staged_record(topic, key, value, partition, timestamp, headers, UNBOUND, committed))
             return
-        record = staged_record(topic, key, value, partition, timestamp, headers, source.offset, committed)
-        self.staging.add(source, record)
-        if changelog is not None:
+        if changelog:
             self.tables.hold(record)
         if len(self.staging) >= self._max_uncommitted:
             self.consumer.commit_early()
@@ -164,7 +165,7 @@ class TransactionManager(FaustTransactionManager):
         written from two could not hold a checkpoint that covers both.
         """
         known = self._changelog_sources.setdefault(changelog, source)
-        if known != source:
+        if known is not source and known != source:
             topic, partition = changelog
             raise StoreRefused(
                 f"table partition {topic}[{partition}] is written by events of {known.topic}[{known.partition}] "

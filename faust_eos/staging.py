@@ -67,6 +67,25 @@ class Staging:
         self._by_tp: defaultdict[SourceTP, Deque[StagedRecord]] = defaultdict(deque)
         self._unbound: set[SourceTP] = set()  # partitions holding UNBOUND records
         self._count = 0
+        # the event the last record was staged for, and its input partition: a batch stages many
+        self._event: Any = None
+        self._event_tp = SourceTP("", -1)
+
+    def add_in_event(self, event: Any, topic: str, key: Optional[bytes], value: Optional[bytes],
+                     partition: Optional[int], timestamp: Optional[float], headers: Any,
+                     on_committed: Optional[Callable[[RecordMetadata], None]]) -> StagedRecord:
+        """Stage a record sent while an agent processes ``event`` (a Faust event), with its input offset."""
+        message = event.message
+        if event is not self._event:
+            self._event, self._event_tp = event, SourceTP(message.topic, message.partition)
+        record = staged_record(topic, key, value, partition, timestamp, headers, message.offset, on_committed)
+        self._by_tp[self._event_tp].append(record)
+        self._count += 1
+        return record
+
+    def event_source(self) -> SourceTP:
+        """The input partition of the event the last record was staged for."""
+        return self._event_tp
 
     def add(self, source: Source, record: StagedRecord) -> None:
         tp = SourceTP(source.topic, source.partition)

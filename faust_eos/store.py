@@ -35,8 +35,10 @@ from faust.types import TP
 from rocksdict import WriteBatch
 
 from faust_eos import faust_internals, metrics
+from faust_eos.codec import codecs_of
 from faust_eos.errors import StoreRefused
 from faust_eos.staging import StagedRecord
+from faust_eos.written import NOT_REMEMBERED, WrittenValues
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +50,6 @@ PARTITIONS_KEY = b"__faust_eos\0partitions__"
 FORMAT_KEY = b"__faust_eos\0format__"
 FORMAT = b"committed-only-1"
 OWN_KEYS = frozenset({CHECKPOINT_KEY, PARTITIONS_KEY, FORMAT_KEY})
-#: how many keys' encodings a store remembers (:meth:`Store.raw_key`); all are forgotten when full
-RAW_KEYS_KEPT = 100_000
 
 
 class _Missing:
@@ -72,15 +72,12 @@ class Store(faust_internals.StoreHooks):
         self.changelog_partitions: Optional[int] = None
         #: table partition -> offset of a changelog record -> the records fetched before it (see precede())
         self._preceding: dict[int, dict[int, Sequence[Any]]] = {}
-        #: str and bytes keys -> their encoding (other types may be equal yet encode differently: 1 and 1.0)
-        self._raw_keys: dict[Any, bytes] = {}
-        #: table partition -> key -> its held record and the plain value it was written from
-        self._written: dict[int, dict[bytes, tuple[StagedRecord, Any]]] = {}
-        #: value type -> whether its values decode from their bytes as they were written
-        self._reads_back: dict[type, bool] = {}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._codecs = codecs_of(self.app)
+        #: values of keys written since the last commit, read back without decoding
+        self.written = WrittenValues(self.decoded)
         if self.restores_in_batches():
             # Each record Faust's recovery buffers stands for a whole fetch: apply them soon.
             # Not one for actives: Faust then keeps reading an active partition's changelog
@@ -97,32 +94,15 @@ class Store(faust_internals.StoreHooks):
     def hold(self, record: StagedRecord) -> None:
         """Keep ``record``, a changelog record of this table, as the key's value until it commits."""
         self._held.setdefault(record.partition, {})[record.key] = record
-        written = self._written.get(record.partition)
-        if written is not None:
-            written.pop(record.key, None)  # an earlier write's: this one replaces it, and may never be released
+        # an earlier write's value: this one replaces it, and may never be released
+        self.written.forget(record.partition, record.key)
 
-    def remember_write(self, partition: int, raw: bytes, value: Any, raw_value: bytes) -> None:
-        """Let reads of key ``raw`` return ``value``, just written as ``raw_value``, until that write is released.
-
-        Only a str, int, finite float or bool (immutable: a read may share it),
-        encoded with Faust's JSON codec, of a type whose first value written here
-        decoded back to an equal value of that same type: a read then gets what
-        decoding would give it, as it does after a restart. Records are decoded
-        on every read: too much of a Faust model can change a value as it decodes.
-        """
-        if not faust_internals.shareable(value):  # first: a record, never remembered, needs no lookup
-            return
+    def remember_write(self, partition: int, raw: bytes, value: Any) -> None:
+        """Let reads of key ``raw`` return ``value``, just written, without decoding it, until that write is
+        released (:mod:`faust_eos.written` says which values can be)."""
         record = self._held.get(partition, {}).get(raw)
-        if record is None or record.value is not raw_value:
-            return
-        kind = type(value)
-        reads_back = self._reads_back.get(kind)
-        if reads_back is None:
-            decoded = faust_internals.decoded_value(self, raw_value)
-            reads_back = self._reads_back[kind] = (
-                faust_internals.decodes_as_json(self) and type(decoded) is kind and decoded == value)
-        if reads_back:
-            self._written.setdefault(partition, {})[raw] = (record, value)
+        if record is not None:
+            self.written.remember(partition, raw, record, value)
 
     def held(self) -> int:
         """How many keys wait for their commit."""
@@ -147,7 +127,7 @@ class Store(faust_internals.StoreHooks):
         # Inside an event the table has already sent the key's tombstone; the
         # store is asked to delete outside one only by Faust's window expiry.
         if current_event() is None:
-            for partition in self._partitions_holding(faust_internals.encoded_key(self, key)):
+            for partition in self._partitions_holding(self.raw_key(key)):
                 self.table.send_changelog(partition, key, None, value_serializer="raw")
         super().__delitem__(key)
 
@@ -248,25 +228,27 @@ class Store(faust_internals.StoreHooks):
             keys = self._held.get(record.partition)
             if keys is not None and keys.get(record.key) is record:
                 del keys[record.key]
-            written = self._written.get(record.partition)
-            if written is not None and record.key in written and written[record.key][0] is record:
-                del written[record.key]
+            self.written.forget(record.partition, record.key, record)
 
     # -- reads -------------------------------------------------------------------
     def raw_key(self, key: Any) -> bytes:
         """``key`` as the store and the changelog hold it."""
-        if type(key) is not str and type(key) is not bytes:
-            return faust_internals.encoded_key(self, key)
-        raw = self._raw_keys.get(key)
+        raw = self._codecs.dumps_key(self.key_type, key, self.key_serializer)
         if raw is None:
-            if len(self._raw_keys) >= RAW_KEYS_KEPT:
-                self._raw_keys.clear()
-            raw = self._raw_keys[key] = faust_internals.encoded_key(self, key)
+            raise TypeError("Table key cannot be None")  # as Faust's store says it
         return raw
 
-    def raw_value(self, value: Any) -> bytes:
+    def raw_value(self, value: Any) -> Optional[bytes]:
         """``value`` as the store and the changelog hold it."""
-        return faust_internals.encoded_value(self, value)
+        return self._codecs.dumps_value(self.value_type, value, self.value_serializer)
+
+    def decoded(self, raw_value: bytes) -> Any:
+        """A stored value as the table reads it."""
+        return self._codecs.loads_value(self.value_type, raw_value, self.value_serializer)
+
+    def decoded_key(self, raw: bytes) -> Any:
+        """A stored key as the table reads it."""
+        return self._codecs.loads_key(self.key_type, raw, self.key_serializer)
 
     def value_of(self, partition: int, raw: bytes) -> Any:
         """The table's value of raw key ``raw`` in ``partition``, decoded: its latest write, committed or not; else MISSING."""
@@ -275,11 +257,11 @@ class Store(faust_internals.StoreHooks):
         if record is None:
             value = self.partition_db(partition).get(raw)
         else:
-            written = self._written.get(partition, {}).get(raw)
-            if written is not None and written[0] is record:
-                return written[1]
+            value = self.written.read(partition, raw, record)
+            if value is not NOT_REMEMBERED:
+                return value
             value = record.value
-        return MISSING if value is None else faust_internals.decoded_value(self, value)
+        return MISSING if value is None else self.decoded(value)
 
     def holds_value(self, partition: int, raw: bytes) -> bool:
         """Whether ``partition`` holds raw key ``raw`` (its latest write, committed or not)."""
@@ -332,7 +314,7 @@ class Store(faust_internals.StoreHooks):
                 continue
             last = raw
             if raw not in OWN_KEYS and raw not in held:
-                entries.append((raw, faust_internals.decoded_value(self, value)))
+                entries.append((raw, self.decoded(value)))
             limit -= 1
             if limit == 0:
                 return entries, last
@@ -387,7 +369,7 @@ class Store(faust_internals.StoreHooks):
     def rebuild(self, partition: int, why: str) -> None:
         """Delete the local state of ``partition``; a restore rebuilds it from the whole changelog."""
         self._held.pop(partition, None)
-        self._written.pop(partition, None)
+        self.written.forget_partition(partition)
         faust_internals.close_table_partition(self, partition)
         shutil.rmtree(self.partition_path(partition), ignore_errors=True)
         log.warning("Rebuilding table %s partition %d from its changelog: %s", self.table.name, partition, why)

@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 
 from faust.streams import current_event
 
-from faust_eos import faust_internals, metrics
+from faust_eos import metrics
 from faust_eos.errors import StoreRefused
 from faust_eos.store import Store
 
@@ -86,7 +86,7 @@ class Sweep:
         deleted = 0
         for raw, value in entries:
             if self._expired(value):
-                del self.table[faust_internals.decoded_key(store, raw)]
+                del self.table[store.decoded_key(raw)]
                 deleted += 1
         self._swept.inc(deleted)
         return deleted

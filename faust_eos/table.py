@@ -21,28 +21,20 @@ on another store, for windowed tables and for tables with their own
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import Any, Optional
 
 import faust
-from faust.streams import current_event
 
+from faust_eos.event_path import EventPath
 from faust_eos.store import MISSING, Store
-
-if TYPE_CHECKING:
-    from faust_eos.at_least_once import HeldSends
-    from faust_eos.manager import TransactionManager
-
-    Staging = Union[TransactionManager, HeldSends]
 
 
 class Table(faust.Table):
     """A Faust table whose reads and writes inside events skip Faust's per-operation machinery."""
 
-    def _fast_path(self) -> Optional[tuple[int, "Staging"]]:
-        """The table partition of the event being processed, and where its writes are staged,
-        if this operation may take the short path."""
-        event = current_event()
-        if event is None or self.window is not None:  # a table may be windowed after its first use
+    def _fast_path(self) -> Optional[EventPath]:
+        """The path of the event being processed, if this operation may take the short path."""
+        if self.window is not None:  # a table may be windowed after its first use
             return None
         short = self.__dict__.get("_short_path")
         if short is None:  # decided once the worker runs: the store is known by then
@@ -50,53 +42,57 @@ class Table(faust.Table):
                 isinstance(self.data, Store) and self.schema is None and not self.use_partitioner
                 and not self.is_global
             )
-        staging = self.app.consumer.staging_for_sends() if short else None
-        return None if staging is None else (event.message.partition, staging)
+            self.__dict__["_changelog_name"] = self.changelog_topic.get_topic_name()
+        return self.app.consumer.event_paths.current() if short else None
 
     def __getitem__(self, key: Any) -> Any:
-        fast = self._fast_path()
-        if fast is None:
+        path = self._fast_path()
+        if path is None:
             return super().__getitem__(key)
-        value = self._read(fast[0], key)
+        value = self._read(path, key)
         return self.__missing__(key) if value is MISSING else value
 
     def get(self, key: Any, default: Any = None) -> Any:
-        fast = self._fast_path()
-        if fast is None:
+        path = self._fast_path()
+        if path is None:
             return super().get(key, default)
-        value = self._read(fast[0], key)
+        value = self._read(path, key)
         if value is not MISSING:
             return value
         # as Faust's Mapping.get: a missing key reads as the table's default, if it has one
         return self.__missing__(key) if self.default is not None else default
 
     def __contains__(self, key: object) -> bool:
-        fast = self._fast_path()
-        if fast is None:
+        path = self._fast_path()
+        if path is None:
             return super().__contains__(key)
-        return self.data.holds_value(fast[0], self.data.raw_key(key))
+        return self.data.holds_value(path.partition, self.data.raw_key(key))
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        fast = self._fast_path()
-        if fast is None:
+        path = self._fast_path()
+        if path is None:
             return super().__setitem__(key, value)
-        raw_key, raw_value = self.data.raw_key(key), self.data.raw_value(value)
-        self._stage(fast[1], key, raw_key, raw_value)
-        self.data.remember_write(fast[0], raw_key, value, raw_value)
-        self.app.sensors.on_table_set(self, key, value)
+        store = self.data
+        raw_key, raw_value = store.raw_key(key), store.raw_value(value)
+        self._stage(path, key, raw_key, raw_value)
+        store.remember_write(path.partition, raw_key, value)
+        for sensor in path.table_sensors:
+            sensor.on_table_set(self, key, value)
 
     def __delitem__(self, key: Any) -> None:
-        fast = self._fast_path()
-        if fast is None:
+        path = self._fast_path()
+        if path is None:
             return super().__delitem__(key)
-        self._stage(fast[1], key, self.data.raw_key(key), None)  # as Faust's: a tombstone whether or not the key is there
-        self.app.sensors.on_table_del(self, key)
+        self._stage(path, key, self.data.raw_key(key), None)  # as Faust's: a tombstone whether or not the key is there
+        for sensor in path.table_sensors:
+            sensor.on_table_del(self, key)
 
-    def _read(self, partition: int, key: Any) -> Any:
-        self.app.sensors.on_table_get(self, key)
-        return self.data.value_of(partition, self.data.raw_key(key))
+    def _read(self, path: EventPath, key: Any) -> Any:
+        for sensor in path.table_sensors:
+            sensor.on_table_get(self, key)
+        return self.data.value_of(path.partition, self.data.raw_key(key))
 
-    def _stage(self, staging: "Staging", key: Any, raw_key: bytes, raw_value: Optional[bytes]) -> None:
+    def _stage(self, path: EventPath, key: Any, raw_key: bytes, raw_value: Optional[bytes]) -> None:
         """Stage the changelog record of a write (``raw_value`` None: a delete) with the event being processed."""
-        staging.stage(self.changelog_topic.get_topic_name(), raw_key, raw_value, self.partition_for_key(key),
-                      None, None, None)
+        path.staging.stage(self.__dict__["_changelog_name"], raw_key, raw_value, self.partition_for_key(key),
+                           None, None, None)

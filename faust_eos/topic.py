@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Optional
 
+import faust
 from faust.types import CodecArg, HeadersArg, RecordMetadata, SchemaT
 from faust.types.tuples import MessageSentCallback, PendingMessage
 
 from faust_eos.batches import Batches
+from faust_eos.codec import codecs_of
 from faust_eos.faust_internals import TopicHooks
 
 
@@ -60,33 +62,65 @@ class Topic(TopicHooks):
     ) -> Awaitable[RecordMetadata]:
         """Send as Faust does; with no ``callback``, staged directly where the record commits."""
         app = self.app
-        staging = app.consumer.staging_for_sends() if callback is None and app.in_worker else None
+        path = app.consumer.event_paths.current() if callback is None and app.in_worker else None
+        staging = path.staging if path is not None else (
+            app.consumer.staging_for_sends() if callback is None and app.in_worker else None)
         if staging is None:
             return await super().send(key=key, value=value, partition=partition, timestamp=timestamp,
                                       headers=headers, schema=schema, key_serializer=key_serializer,
                                       value_serializer=value_serializer, callback=callback, force=force)
-        open_headers = self.prepare_headers(headers)
-        raw_key, open_headers = self.prepare_key(key, key_serializer, schema, open_headers)
-        raw_value, open_headers = self.prepare_value(value, value_serializer, schema, open_headers)
+        raw_key, raw_value, open_headers = self._encoded(key, value, headers, schema, key_serializer, value_serializer)
         topic = self.get_topic_name()
-        sensors = app.sensors
-        state = sensors.on_send_initiated(
-            staging, topic,
-            message=PendingMessage(self, raw_key, raw_value, key_serializer=key_serializer,
-                                   value_serializer=value_serializer, partition=partition, timestamp=timestamp,
-                                   headers=open_headers, callback=None, topic=topic, offset=None),
-            keysize=len(raw_key) if raw_key else 0, valsize=len(raw_value) if raw_value else 0,
-        )
+        sensors = path.send_sensors if path is not None else tuple(app.sensors)
+        if not sensors:
+            return await staging.send(topic, raw_key, raw_value, partition, timestamp, open_headers)
+        message = PendingMessage(self, raw_key, raw_value, key_serializer=key_serializer,
+                                 value_serializer=value_serializer, partition=partition, timestamp=timestamp,
+                                 headers=open_headers, callback=None, topic=topic, offset=None)
+        keysize, valsize = len(raw_key) if raw_key else 0, len(raw_value) if raw_value else 0
+        states = [(sensor, sensor.on_send_initiated(staging, topic, message, keysize, valsize)) for sensor in sensors]
         committed = await staging.send(topic, raw_key, raw_value, partition, timestamp, open_headers)
-        committed.add_done_callback(lambda done: _report(sensors, staging, state, done))
+        committed.add_done_callback(lambda done: _report(staging, states, done))
         return committed
 
+    def _encoded(self, key: Any, value: Any, headers: Optional[HeadersArg], schema: Optional[SchemaT],
+                 key_serializer: Optional[CodecArg], value_serializer: Optional[CodecArg]) -> tuple[Any, Any, Any]:
+        """Key, value and headers as Faust's topic prepares them for its producer."""
+        open_headers = self.prepare_headers(headers) if headers is not None else {}
+        schema = schema or self.schema
+        if not _encodes_as_faust_schema(schema):
+            raw_key, open_headers = self.prepare_key(key, key_serializer, schema, open_headers)
+            raw_value, open_headers = self.prepare_value(value, value_serializer, schema, open_headers)
+            return raw_key, raw_value, open_headers
+        codecs = self.__dict__.get("_codecs")
+        if codecs is None:
+            codecs = self.__dict__["_codecs"] = codecs_of(self.app)
+        raw_key = None if key is None else codecs.dumps_key(schema.key_type, key, key_serializer or schema.key_serializer)
+        raw_value = codecs.dumps_value(schema.value_type, value, value_serializer or schema.value_serializer)
+        return raw_key, raw_value, open_headers
 
-def _report(sensors: Any, producer: Any, state: Any, done: Any) -> None:
+
+def _encodes_as_faust_schema(schema: Any) -> bool:
+    """Whether ``schema`` encodes keys and values as ``faust.Schema`` does: then the app's codecs do it."""
+    kind = type(schema)
+    plain = _PLAIN_SCHEMAS.get(kind)
+    if plain is None:
+        plain = _PLAIN_SCHEMAS[kind] = all(
+            getattr(kind, name) is getattr(faust.Schema, name)
+            for name in ("dumps_key", "dumps_value", "on_dumps_key_prepare_headers", "on_dumps_value_prepare_headers")
+        )
+    return plain
+
+
+_PLAIN_SCHEMAS: dict[type, bool] = {}
+
+
+def _report(producer: Any, states: list[tuple[Any, Any]], done: Any) -> None:
     """Tell Faust's sensors how a send ended, as Faust's own topic does once its record is durable."""
     if done.cancelled():
         return
-    if done.exception() is not None:
-        sensors.on_send_error(producer, done.exception(), state)
-    else:
-        sensors.on_send_completed(producer, state, done.result())
+    for sensor, state in states:
+        if done.exception() is not None:
+            sensor.on_send_error(producer, done.exception(), state)
+        else:
+            sensor.on_send_completed(producer, state, done.result())

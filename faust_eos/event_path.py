@@ -1,0 +1,62 @@
+"""What every send and table operation inside one event shares, worked out once per event.
+
+An agent handed a batch (:mod:`faust_eos.batches`) sends and writes to tables
+hundreds of times inside one Faust event. Where those records are staged,
+the input partition they belong to and which of Faust's sensors want to hear
+of them are the same for all of them: :func:`event_path` works them out at
+the event's first operation and hands the same answer to the rest.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Optional
+
+import faust
+from faust.streams import current_event
+
+#: the sensor hooks the short paths call, each only on the sensors that do something in it
+SEND_HOOKS = ("on_send_initiated", "on_send_completed", "on_send_error")
+TABLE_HOOKS = ("on_table_get", "on_table_set", "on_table_del")
+
+
+class EventPath:
+    """The event being processed, where its records are staged, and the sensors that see its operations."""
+
+    __slots__ = ("event", "staging", "partition", "send_sensors", "table_sensors")
+
+    def __init__(self, event: Any, staging: Any, sensors: Iterable[Any]) -> None:
+        self.event = event
+        #: under exactly_once the transaction manager, under at_least_once the held sends
+        self.staging = staging
+        #: the event's input partition: the partition of every table it writes
+        self.partition: int = event.message.partition
+        sensors = list(sensors)
+        #: sensors with sends of their own to watch (each is called for every send, as Faust calls it)
+        self.send_sensors = tuple(sensor for sensor in sensors if _overrides(sensor, SEND_HOOKS))
+        #: sensors with table reads, writes or deletes to watch
+        self.table_sensors = tuple(sensor for sensor in sensors if _overrides(sensor, TABLE_HOOKS))
+
+
+class EventPaths:
+    """One consumer's short path for the event being processed."""
+
+    def __init__(self, staging_for_sends: Callable[[], Any], sensors: Callable[[], Iterable[Any]]) -> None:
+        self._staging_for_sends = staging_for_sends
+        self._sensors = sensors
+        self._event: Any = None
+        self._path: Optional[EventPath] = None
+
+    def current(self) -> Optional[EventPath]:
+        """The path of the event being processed; None outside events, or before records can be staged."""
+        event = current_event()
+        if event is None:
+            return None
+        if event is not self._event:
+            staging = self._staging_for_sends()
+            self._path = None if staging is None else EventPath(event, staging, self._sensors())
+            self._event = event
+        return self._path
+
+
+def _overrides(sensor: Any, hooks: tuple[str, ...]) -> bool:
+    """Whether ``sensor`` does something in one of ``hooks`` (a ``faust.Sensor``'s own do nothing)."""
+    return any(getattr(type(sensor), hook, None) is not getattr(faust.Sensor, hook) for hook in hooks)
