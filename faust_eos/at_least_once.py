@@ -1,15 +1,15 @@
 """At-least-once on the exactly-once path, without transactions.
 
-An event's records, its outputs and its table changelog writes, are staged
-with its input partition and offset as under exactly-once
-(:mod:`faust_eos.staging`), and a table reads its own staged writes
-(:mod:`faust_eos.store`). When offsets commit (:meth:`HeldSends.write_up_to`):
+An event's output records are staged with its input partition and offset as
+under exactly-once (:mod:`faust_eos.staging`), and its table writes kept by
+their tables (:mod:`faust_eos.table_writes`). When offsets commit
+(:meth:`HeldSends.write_up_to`):
 
-1. the records of the events being committed are taken, and of each table
-   key's changelog writes only the last is kept;
+1. the output records of the events being committed are taken, and of each
+   table key those events wrote, the newest write, as one changelog record;
 2. one idempotent, non-transactional confluent-kafka producer produces the
    output records and waits until each is acknowledged
-   (:func:`faust_eos.produce.produce_all`);
+   (:meth:`PlainProducer.deliver`);
 3. then it produces the table changelog records the same way;
 4. the table writes reach RocksDB with their checkpoints and the records'
    futures resolve; then, and only then, Faust commits the offsets to the group.
@@ -21,7 +21,7 @@ output: the replay from the committed offset would then skip the event, and its
 output would be lost. In this order a crash leaves outputs without their table
 writes at worst, and the replay writes them again: duplicates, never loss.
 
-If step 2 or 3 fails, the records are staged again and the offsets stay
+If step 2 or 3 fails, the outputs are staged again, the table writes stay, and the offsets stay
 uncommitted: the next commit produces them again (some may then be written
 twice, never lost). If a record can never be written (too large, not
 authorised), retrying cannot help: :class:`OutputNotWritten` stops the worker,
@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from aiokafka.structs import RecordMetadata
@@ -49,18 +50,18 @@ from faust.streams import current_event
 from faust.types import TP
 from faust.types.tuples import FutureMessage
 
-from faust_eos.errors import OutputNotWritten
-from faust_eos.produce import CallThread, produce_all, release
+from faust_eos.errors import OutputNotWritten, SendNotCommittable
+from faust_eos.produce import CallThread, Deliveries, release, send_all
 from faust_eos.staging import (
     UNBOUND,
     CommitFuture,
-    Source,
     SourceTP,
     StagedRecord,
     Staging,
     future_resolver,
-    last_write_per_key,
+    nothing,
     resolve,
+    stage_output,
     staged_record,
 )
 from faust_eos.table_state import TableState
@@ -72,6 +73,8 @@ log = logging.getLogger(__name__)
 CALL_TIMEOUT_S = 30.0
 #: records librdkafka may queue locally (its default, 100,000, is less than one such round)
 QUEUED_RECORDS = 2_000_000
+#: pause between two servings of delivery reports while a commit waits for them
+REPORTS_POLL_S = 0.002
 #: errors of a record that no retry can write
 UNWRITABLE = {
     KafkaError.MSG_SIZE_TOO_LARGE,
@@ -95,24 +98,56 @@ class PlainProducer:
         self._factory = producer_factory
         self._producer: Optional[Producer] = producer_factory(self._config)
         self._known_topics: set[str] = set()  # topics self._producer holds metadata for
+        self._generation = 0  # how many times the producer was replaced
         self._thread = CallThread("eos-at-least-once")
         self._closed = False
 
     async def deliver(self, records: Sequence[StagedRecord]) -> list[RecordMetadata]:
-        """Produce ``records``; their metadata once each is acknowledged. Raises :class:`KafkaException`."""
+        """Produce ``records``; their metadata once each is acknowledged. Raises :class:`KafkaException`.
+
+        The records are handed to the producer on its thread; their delivery
+        reports are served here, on the event loop. Served on the producer's
+        thread (by a flush), each of them takes the GIL from the busy event loop
+        one at a time, and a commit of many records takes seconds.
+        """
         if self._closed:  # the worker is stopping: what is still held is processed again at its next start
             raise KafkaException(KafkaError(KafkaError._DESTROY, "the at-least-once producer is closed"))
-        return await asyncio.wrap_future(self._thread.submit(self._deliver, records))
-
-    def _deliver(self, records: Sequence[StagedRecord]) -> list[RecordMetadata]:
+        generation, deliveries = await asyncio.wrap_future(self._thread.submit(self._send, records))
         try:
-            return produce_all(self._producer, records, self._timeout_s, lambda step: None, self._known_topics)
+            await self._serve_reports(deliveries)
+            return deliveries.metadata(self._timeout_s)
         except KafkaException as exc:
             if exc.args[0].fatal():  # an idempotent producer that lost its sequence cannot go on: a fresh one
-                log.warning("The at-least-once producer failed for good (%s); starting a new one", exc.args[0].str())
-                self._producer = self._factory(self._config)
-                self._known_topics = set()
+                self._thread.submit(self._renew, generation, exc)
             raise
+
+    def _send(self, records: Sequence[StagedRecord]) -> tuple[int, Deliveries]:
+        try:
+            return self._generation, send_all(self._producer, records, self._timeout_s, lambda step: None,
+                                              self._known_topics)
+        except KafkaException as exc:
+            if exc.args[0].fatal():
+                self._renew(self._generation, exc)
+            raise
+
+    async def _serve_reports(self, deliveries: Deliveries) -> None:
+        served_by = time.monotonic() + self._timeout_s
+        while True:
+            if self._closed:
+                raise KafkaException(KafkaError(KafkaError._DESTROY, "the at-least-once producer closed"))
+            self._producer.poll(0)  # not closed: the producer is there (it is replaced only between deliveries)
+            if not deliveries.waiting or time.monotonic() >= served_by:
+                return
+            await asyncio.sleep(REPORTS_POLL_S)
+
+    def _renew(self, generation: int, failure: KafkaException) -> None:
+        """Runs on the producer's thread: a fresh producer in place of the one of ``generation``, which
+        failed for good, unless it was already replaced."""
+        if generation == self._generation and not self._closed:
+            log.warning("The at-least-once producer failed for good (%s); starting a new one", failure.args[0].str())
+            self._producer = self._factory(self._config)
+            self._known_topics = set()
+            self._generation += 1
 
     def close(self) -> None:
         """Drop the producer, on its own thread after any call still running there."""
@@ -151,6 +186,18 @@ class HeldSends:
         self.stage(topic, key, value, partition, timestamp, headers, future.set_result)
         return future
 
+    def send_in_event(self, path: Any, topic: str, key: Optional[bytes], value: Optional[bytes],
+                      partition: Optional[int], timestamp: Optional[float], headers: Any, *,
+                      on_committed: Callable[[RecordMetadata], None] = nothing,
+                      metadata_wanted: bool = False) -> CommitFuture:
+        """Hold an output record sent by the event of ``path`` (an :class:`~faust_eos.event_path.EventPath`);
+        the future resolves once it is acknowledged, at the commit (:func:`faust_eos.staging.stage_output`)."""
+        if topic in self.tables.changelog_topics:
+            raise SendNotCommittable(f"a record sent to {topic!r}, a table's changelog: write to the table instead")
+        return stage_output(self.staging, path, topic, key, value, partition, timestamp, headers,
+                            loop=asyncio.get_running_loop(), on_committed=on_committed,
+                            metadata_wanted=metadata_wanted)
+
     def stage_future_message(self, fut: FutureMessage) -> None:
         """Hold a record from ``Topic.send_soon`` (e.g. a table changelog write)."""
         message = fut.message
@@ -162,15 +209,22 @@ class HeldSends:
               committed: Optional[Callable[[RecordMetadata], None]]) -> None:
         """Hold a record with the event being processed (outside events: a table write, till the next commit)."""
         event = current_event()
-        if event is not None:
-            record = self.staging.add_in_event(event, topic, key, value, partition, timestamp, headers, committed)
+        if topic in self.tables.changelog_topics:  # a write by Faust's own table path
+            if event is not None:
+                source, offset = SourceTP(event.message.topic, event.message.partition), event.message.offset
+            else:  # commits with the next commit, whatever its offsets
+                source, offset = SourceTP(topic, partition), UNBOUND
+            self.tables.hold(staged_record(topic, key, value, partition, timestamp, headers, offset, committed), source)
+        elif event is not None:
+            self.staging.add_in_event(event, topic, key, value, partition, timestamp, headers, committed)
         else:
-            record = staged_record(topic, key, value, partition, timestamp, headers, UNBOUND, committed)
-            self.staging.add(Source(topic, partition, UNBOUND), record)
-        if topic in self.tables.changelog_topics:
-            self.tables.hold(record)
-        if len(self.staging) >= self._max_held:
+            raise SendNotCommittable(f"a record to {topic!r} outside any event is Faust's producer's to send")
+        if self.uncommitted() >= self._max_held:
             self._on_full()
+
+    def uncommitted(self) -> int:
+        """How many records (outputs and table writes) wait for their commit."""
+        return len(self.staging) + self.tables.held()
 
     async def write_up_to(self, offsets: Mapping[TP, int]) -> None:
         """Produce and store the records of events below ``offsets``, and any table writes made outside events.
@@ -180,20 +234,17 @@ class HeldSends:
         """
         if self._output_failure is not None:
             raise OutputNotWritten(f"an output record could not be written: {self._output_failure!r}")
-        # 1. The records of the events being committed; a table key's last write only.
+        # 1. The outputs of the events being committed; of a table key, the newest write.
         taken: list[tuple[SourceTP, list[StagedRecord]]] = []
+        up_to = {source: 0 for source in self.tables.unbound_sources()}  # writes outside events: the next commit's
         for tp, offset in offsets.items():
             source = SourceTP(tp.topic, tp.partition)
             taken.append((source, self.staging.take(source, offset)))
-        for source in self.staging.unbound():
-            taken.append((source, self.staging.take(source, 0)))
-        records = [record for _, partition_records in taken for record in partition_records]
-        if not records:
+            up_to[source] = offset
+        outputs = [record for _, partition_records in taken for record in partition_records]
+        table_writes = self.tables.changelog_records(up_to)
+        if not outputs and not table_writes:
             return
-        kept, replaced = last_write_per_key(records, self.tables.changelog_topics)
-        outputs = [record for record in kept if record.topic not in self.tables.changelog_topics]
-        table_writes = [record for record in kept if record.topic in self.tables.changelog_topics]
-        to_send = outputs + table_writes
         # 2. and 3. The outputs acknowledged, then the table writes; or all of them held again.
         try:
             metadata = await self._producer.deliver(outputs) if outputs else []
@@ -202,21 +253,22 @@ class HeldSends:
         except BaseException as exc:
             for source, partition_records in taken:
                 self.staging.put_back(source, partition_records)
+            self.tables.not_committed(table_writes)
             if isinstance(exc, KafkaException) and exc.args[0].code() in UNWRITABLE:
                 self.output_failed(exc)
                 raise OutputNotWritten(f"a record cannot be written: {exc.args[0].str()}") from exc
             raise
         # 4. Local state, then the senders; the caller commits the offsets next.
-        self.tables.committed(to_send, metadata)
-        resolve(to_send, replaced, metadata)
+        self.tables.committed(table_writes, metadata[len(outputs):])
+        resolve(outputs, metadata)
 
     def drop(self, tps: Iterable[TP]) -> None:
         """Forget the held records of revoked input partitions: their events will be processed again."""
         for tp in tps:
-            dropped = self.staging.discard(SourceTP(tp.topic, tp.partition))
+            source = SourceTP(tp.topic, tp.partition)
+            dropped = len(self.staging.discard(source)) + self.tables.drop(source)
             if dropped:
-                self.tables.dropped(dropped)
-                log.info("Dropped %d unwritten records of %s[%d]", len(dropped), tp.topic, tp.partition)
+                log.info("Dropped %d unwritten records of %s[%d]", dropped, tp.topic, tp.partition)
 
     def close(self) -> None:
         self._producer.close()

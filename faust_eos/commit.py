@@ -5,8 +5,8 @@ The transaction manager hands each round the offsets Faust wants committed
 through the same steps, numbered in :meth:`PartitionCommits._commit_partition`:
 
 1. its producer: none means the partition is no longer owned, and it is given up;
-2. the records staged by its events below the offset are taken, and of each
-   table key's changelog writes only the last is kept;
+2. the output records staged by its events below the offset are taken, and of
+   each table key those events wrote, the newest write, as one changelog record;
 3. one transaction produces them and commits the offset;
 4. the outcome decides the one recovery action:
 
@@ -14,25 +14,26 @@ through the same steps, numbered in :meth:`PartitionCommits._commit_partition`:
      checkpoints, then the records' futures resolve; if a store cannot take
      them (its disk failed), :class:`LocalStateNotWritten` stops the worker,
      whose next start restores them from the changelog past the old checkpoint;
-   * :class:`TransactionFailed` (aborted, nothing visible): the records are
-     put back and the offset is committed again at the next round;
+   * :class:`TransactionFailed` (aborted, nothing visible): the outputs are
+     put back, the table writes stay, and the offset is committed again at the
+     next round;
    * :class:`ProducerFenced` or :class:`TransactionStuck`: the partition is
-     given up: its staged records and its producer are dropped, the table
-     writes they carried are released (the stores still hold the last
-     committed state) and the group is asked to rebalance, so whoever claims
-     it next starts from its last committed offset.
+     given up: its staged records, its table writes and its producer are
+     dropped (the stores still hold the last committed state) and the group is
+     asked to rebalance, so whoever claims it next starts from its last
+     committed offset.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Container, Mapping, MutableMapping, Protocol, Sequence
+from typing import Callable, Mapping, MutableMapping, Protocol, Sequence
 
 from aiokafka.structs import RecordMetadata
 
 from faust_eos import metrics
 from faust_eos.errors import LocalStateNotWritten
-from faust_eos.staging import SourceTP, StagedRecord, Staging, last_write_per_key, resolve
+from faust_eos.staging import SourceTP, StagedRecord, Staging, resolve
 from faust_eos.transaction import ProducerFenced, TransactionFailed, TransactionStuck
 
 log = logging.getLogger(__name__)
@@ -46,14 +47,16 @@ class Transaction(Protocol):
     def close(self) -> None: ...
 
 
-class TableWrites(Protocol):
-    """Where the table writes a round carries go (:class:`faust_eos.table_state.TableState`)."""
+class Tables(Protocol):
+    """Where the table writes a round carries come from and go (:class:`faust_eos.table_state.TableState`)."""
 
-    changelog_topics: Container[str]
+    def changelog_records(self, up_to: Mapping[SourceTP, int]) -> list[StagedRecord]: ...
 
     def committed(self, records: Sequence[StagedRecord], metadata: Sequence[RecordMetadata]) -> None: ...
 
-    def dropped(self, records: Sequence[StagedRecord]) -> None: ...
+    def not_committed(self, records: Sequence[StagedRecord]) -> None: ...
+
+    def drop(self, source: SourceTP) -> int: ...
 
 
 class PartitionCommits:
@@ -63,7 +66,7 @@ class PartitionCommits:
         self,
         staging: Staging,
         transactions: MutableMapping[SourceTP, Transaction],
-        tables: TableWrites,
+        tables: Tables,
         request_rejoin: Callable[[], None],
     ) -> None:
         self.staging = staging
@@ -92,16 +95,17 @@ class PartitionCommits:
         if transaction is None:
             self.give_up(tp, f"no producer for {tp.topic}[{tp.partition}]: partition not owned")
             return False
-        # 2. Exactly the records caused by the events being committed; a table key's last write only.
-        records = self.staging.take(tp, offset)
-        to_send, replaced = last_write_per_key(records, self.tables.changelog_topics)
+        # 2. Exactly the records caused by the events being committed; of a table key, the newest write.
+        outputs = self.staging.take(tp, offset)
+        table_records = self.tables.changelog_records({tp: offset})
         # 3. One transaction: the records, then the offset.
         try:
-            metadata = await transaction.commit(to_send, offset)
+            metadata = await transaction.commit(outputs + table_records, offset)
         # 4. One recovery per outcome.
         except TransactionFailed as exc:
             log.warning("Commit of %s[%d] up to %d failed, will retry: %s", tp.topic, tp.partition, offset, exc)
-            self.staging.put_back(tp, records)
+            self.staging.put_back(tp, outputs)
+            self.tables.not_committed(table_records)
             self.retries[tp] = offset
             return False
         except (ProducerFenced, TransactionStuck) as exc:
@@ -110,26 +114,25 @@ class PartitionCommits:
             # Either another worker owns the partition now, or this producer is
             # unusable: give the partition up and let the group assign it again.
             log.warning("Giving up %s[%d]: %s", tp.topic, tp.partition, exc)
-            self.staging.put_back(tp, records)
+            self.staging.put_back(tp, outputs)
             self.transactions.pop(tp).close()
             self.give_up(tp, str(exc))
             self._request_rejoin()
             return False
         self.retries.pop(tp, None)
         try:
-            self.tables.committed(to_send, metadata)
+            self.tables.committed(table_records, metadata[len(outputs):])
         except Exception as exc:
             raise LocalStateNotWritten(
                 f"{tp.topic}[{tp.partition}] committed up to {offset}, but its table writes could not be stored "
                 f"locally ({exc!r}): stopping; the next start restores them from the changelogs"
             ) from exc
-        resolve(to_send, replaced, metadata)
+        resolve(outputs, metadata)
         return True
 
     def give_up(self, tp: SourceTP, why: str) -> None:
-        """Drop what ``tp``'s events staged: this worker cannot commit it any more."""
-        dropped = self.staging.discard(tp)
+        """Drop what ``tp``'s events staged and wrote: this worker cannot commit it any more."""
+        dropped = len(self.staging.discard(tp)) + self.tables.drop(tp)
         if dropped:
-            self.tables.dropped(dropped)
-            log.warning("Dropped %d uncommitted records of %s[%d]: %s", len(dropped), tp.topic, tp.partition, why)
+            log.warning("Dropped %d uncommitted records of %s[%d]: %s", dropped, tp.topic, tp.partition, why)
         self.retries.pop(tp, None)

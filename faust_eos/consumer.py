@@ -54,7 +54,7 @@ class Consumer(ConsumerHooks):
         super().__post_init__()
         self.delivery = Delivery()
         #: the short path of sends and table operations inside the event being processed
-        self.event_paths = EventPaths(self.staging_for_sends, lambda: self.app.sensors)
+        self.event_paths = EventPaths(self.staging_for_sends, lambda: self.app.sensors, self._commit_early_if_full)
         #: input partitions whose offsets really committed since start: one per transaction
         #: under exactly_once, one per partition of an offset commit the group accepted otherwise
         self.partitions_committed = 0
@@ -99,6 +99,10 @@ class Consumer(ConsumerHooks):
             # in a context of its own: the commit is no part of the event being processed
             self._early_commit = self.loop.create_task(self._commit_early(), context=contextvars.Context())
 
+    def _commit_early_if_full(self) -> None:
+        if self.uncommitted_records() >= self._max_uncommitted:
+            self.commit_early()
+
     async def _commit_early(self) -> None:
         try:
             await self.commit()
@@ -141,8 +145,8 @@ class Consumer(ConsumerHooks):
     def uncommitted_records(self) -> int:
         """How many records (outputs and table writes) wait for their commit."""
         if self.in_transaction:
-            return len(self.transactions.staging)
-        return len(self._held_sends.staging) if self._held_sends is not None else 0
+            return self.transactions.uncommitted()
+        return self._held_sends.uncommitted() if self._held_sends is not None else 0
 
     async def _wait_for_room(self) -> None:
         """While ``max_uncommitted_records`` wait for their commit, hand out no new input: commit first.

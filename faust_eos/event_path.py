@@ -13,6 +13,8 @@ from typing import Any, Callable, Iterable, Optional
 import faust
 from faust.streams import current_event
 
+from faust_eos.staging import SourceTP
+
 #: the sensor hooks the short paths call, each only on the sensors that do something in it
 SEND_HOOKS = ("on_send_initiated", "on_send_completed", "on_send_error")
 TABLE_HOOKS = ("on_table_get", "on_table_set", "on_table_del")
@@ -21,17 +23,26 @@ TABLE_HOOKS = ("on_table_get", "on_table_set", "on_table_del")
 class EventPath:
     """The event being processed, where its records are staged, and the sensors that see its operations."""
 
-    __slots__ = ("event", "staging", "partition", "send_sensors", "table_sensors")
+    __slots__ = ("event", "staging", "tables", "source", "offset", "partition", "send_sensors",
+                 "sensors_read_metadata", "table_sensors")
 
     def __init__(self, event: Any, staging: Any, sensors: Iterable[Any]) -> None:
+        message = event.message
         self.event = event
-        #: under exactly_once the transaction manager, under at_least_once the held sends
+        #: where its output records go: under exactly_once the transaction manager, under at_least_once the held sends
         self.staging = staging
+        #: where its table writes go (:class:`faust_eos.table_state.TableState`)
+        self.tables = staging.tables
+        #: its input partition and offset, which its records and writes commit with
+        self.source = SourceTP(message.topic, message.partition)
+        self.offset: int = message.offset
         #: the event's input partition: the partition of every table it writes
-        self.partition: int = event.message.partition
+        self.partition: int = message.partition
         sensors = list(sensors)
         #: sensors with sends of their own to watch (each is called for every send, as Faust calls it)
         self.send_sensors = tuple(sensor for sensor in sensors if _overrides(sensor, SEND_HOOKS))
+        #: whether any of them reads a sent record's metadata; Faust's own monitor only times the send
+        self.sensors_read_metadata = any(type(sensor) is not faust.Monitor for sensor in self.send_sensors)
         #: sensors with table reads, writes or deletes to watch
         self.table_sensors = tuple(sensor for sensor in sensors if _overrides(sensor, TABLE_HOOKS))
 
@@ -39,9 +50,11 @@ class EventPath:
 class EventPaths:
     """One consumer's short path for the event being processed."""
 
-    def __init__(self, staging_for_sends: Callable[[], Any], sensors: Callable[[], Iterable[Any]]) -> None:
+    def __init__(self, staging_for_sends: Callable[[], Any], sensors: Callable[[], Iterable[Any]],
+                 on_event: Callable[[], None]) -> None:
         self._staging_for_sends = staging_for_sends
         self._sensors = sensors
+        self._on_event = on_event  # called as each event begins its first operation
         self._event: Any = None
         self._path: Optional[EventPath] = None
 
@@ -54,6 +67,7 @@ class EventPaths:
             staging = self._staging_for_sends()
             self._path = None if staging is None else EventPath(event, staging, self._sensors())
             self._event = event
+            self._on_event()
         return self._path
 
 

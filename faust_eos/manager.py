@@ -25,14 +25,22 @@ from faust_eos.errors import (
     MissingTopic,
     SendNotCommittable,
     SettingRefused,
-    StoreRefused,
     wait_inside_event_refused,
 )
 from faust_eos.offsets import ChangelogBounds, CommittedOffsets
 from faust_eos.outside import OutsideEventSends, outside_transactional_id, worker_id
 from faust_eos.produce import producer_config
 from faust_eos.security import librdkafka_client
-from faust_eos.staging import UNBOUND, CommitFuture, Source, SourceTP, Staging, future_resolver, staged_record
+from faust_eos.staging import (
+    UNBOUND,
+    CommitFuture,
+    SourceTP,
+    Staging,
+    future_resolver,
+    nothing,
+    stage_output,
+    staged_record,
+)
 from faust_eos.table_state import TableState
 from faust_eos.transaction import PartitionTransaction, TransactionStuck, transactional_id
 
@@ -49,7 +57,7 @@ class TransactionManager(FaustTransactionManager):
         super().__init__(*args, **kwargs)
         self.staging = Staging()
         self._transactions: dict[SourceTP, PartitionTransaction] = {}
-        self.tables = TableState()  # the app's tables join it at start
+        self.tables = TableState(one_source=True)  # the app's tables join it at start
         self._commits = PartitionCommits(
             self.staging, self._transactions, self.tables, lambda: self.consumer.request_rejoin()
         )
@@ -61,8 +69,6 @@ class TransactionManager(FaustTransactionManager):
         #: staged records at which a commit starts early, so memory stays bounded
         self._max_uncommitted = max_uncommitted_records(self.app.conf.broker)
         self.outside = OutsideEventSends(self._new_outside_transaction)
-        # changelog partition -> the input partition whose events write it
-        self._changelog_sources: dict[tuple[str, int], SourceTP] = {}
         self._topics_seen: set[str] = set()
         self._topics_to_declare: set[str] = set()
         self._changelog_topics: frozenset[str] = frozenset()  # set at start, read for every record staged
@@ -104,6 +110,19 @@ class TransactionManager(FaustTransactionManager):
         self.stage(topic, key, value, partition, timestamp, headers, future.set_result)
         return future
 
+    def send_in_event(self, path: Any, topic: str, key: Optional[bytes], value: Optional[bytes],
+                      partition: Optional[int], timestamp: Optional[float], headers: Any, *,
+                      on_committed: Callable[[RecordMetadata], None] = nothing,
+                      metadata_wanted: bool = False) -> CommitFuture:
+        """Stage an output record sent by the event of ``path`` (an :class:`~faust_eos.event_path.EventPath`);
+        the future resolves when its transaction commits (:func:`faust_eos.staging.stage_output`)."""
+        if topic in self._changelog_topics:
+            raise SendNotCommittable(f"a record sent to {topic!r}, a table's changelog: write to the table instead")
+        if topic not in self._topics_seen:
+            self._note_topic(topic)
+        return stage_output(self.staging, path, topic, key, value, partition, timestamp, headers, loop=self.loop,
+                            on_committed=on_committed, metadata_wanted=metadata_wanted)
+
     async def send_and_wait(
         self,
         topic: str,
@@ -140,42 +159,29 @@ class TransactionManager(FaustTransactionManager):
         """
         if topic not in self._topics_seen:
             self._note_topic(topic)
-        changelog = topic in self._changelog_topics
         event = current_event()
-        if event is not None:
-            record = self.staging.add_in_event(event, topic, key, value, partition, timestamp, headers, committed)
-            if changelog:
-                self._note_changelog_source((topic, partition), self.staging.event_source())
-        elif changelog:
-            source = self._changelog_source((topic, partition))
-            record = staged_record(topic, key, value, partition, timestamp, headers, source.offset, committed)
-            self.staging.add(source, record)
+        if topic in self._changelog_topics:  # a write by Faust's own table path
+            if event is not None:
+                source = SourceTP(event.message.topic, event.message.partition)
+                offset = event.message.offset
+            else:
+                source, offset = self._changelog_source((topic, partition)), UNBOUND
+            self.tables.hold(staged_record(topic, key, value, partition, timestamp, headers, offset, committed), source)
+        elif event is not None:
+            self.staging.add_in_event(event, topic, key, value, partition, timestamp, headers, committed)
         else:
             self.outside.add(staged_record(topic, key, value, partition, timestamp, headers, UNBOUND, committed))
             return
-        if changelog:
-            self.tables.hold(record)
-        if len(self.staging) >= self._max_uncommitted:
+        if self.uncommitted() >= self._max_uncommitted:
             self.consumer.commit_early()
 
-    def _note_changelog_source(self, changelog: tuple[str, int], source: SourceTP) -> None:
-        """Remember which input partition writes a table partition; refuse a second one.
+    def uncommitted(self) -> int:
+        """How many records (outputs and table writes) wait for their commit."""
+        return len(self.staging) + self.tables.held()
 
-        Each input partition commits in a transaction of its own: a table partition
-        written from two could not hold a checkpoint that covers both.
-        """
-        known = self._changelog_sources.setdefault(changelog, source)
-        if known is not source and known != source:
-            topic, partition = changelog
-            raise StoreRefused(
-                f"table partition {topic}[{partition}] is written by events of {known.topic}[{known.partition}] "
-                f"and of {source.topic}[{source.partition}]: under exactly_once each table is written from one "
-                "input topic, co-partitioned with it"
-            )
-
-    def _changelog_source(self, changelog: tuple[str, int]) -> Source:
+    def _changelog_source(self, changelog: tuple[str, int]) -> SourceTP:
         """Where a changelog write made outside an event commits: its table partition's input partition."""
-        tp = self._changelog_sources.get(changelog)
+        tp = self.tables.source_of(changelog)
         if tp is None:
             topic, partition = changelog
             raise SendNotCommittable(
@@ -183,7 +189,7 @@ class TransactionManager(FaustTransactionManager):
                 "wrote that table partition: under exactly_once a table write commits with the input "
                 "partition that writes the table"
             )
-        return Source(tp.topic, tp.partition, UNBOUND)
+        return tp
 
     def _note_topic(self, topic: str) -> None:
         if topic in self._topics_seen:
@@ -238,7 +244,7 @@ class TransactionManager(FaustTransactionManager):
         how far that partition may commit now); other records in this worker's own.
         """
         unbound = {}
-        for tp in self.staging.unbound():
+        for tp in self.tables.unbound_sources():
             offset = committable(TP(tp.topic, tp.partition))
             if offset is not None:  # else not positioned yet: a later round takes them
                 unbound[TP(tp.topic, tp.partition)] = offset
@@ -257,11 +263,8 @@ class TransactionManager(FaustTransactionManager):
         rebalance runs may be acknowledged unprocessed.
         """
         gone = {SourceTP(tp.topic, tp.partition) for tp in revoked}
-        for tp in gone & self.staging.pending():
+        for tp in gone:  # its table partitions are no longer written here: a later expiry must not go there
             self._commits.give_up(tp, f"{tp.topic}[{tp.partition}] revoked before commit")
-        # a table partition no longer written here: a later expiry must not stage into it
-        for changelog in [c for c, source in self._changelog_sources.items() if source in gone]:
-            del self._changelog_sources[changelog]
         async with self._ownership:
             for tp in gone & self._transactions.keys():
                 self._transactions.pop(tp).close()

@@ -8,7 +8,8 @@ acknowledged or the step fails. Exactly-once runs it inside a transaction
 (:mod:`faust_eos.transaction`), at-least-once before committing the offsets to
 the group (:mod:`faust_eos.at_least_once`), so the two differ by the
 transaction alone. Each producer's calls run on a thread of their own
-(:class:`CallThread`), never on the event loop.
+(:class:`CallThread`), never on the event loop; at-least-once serves its
+delivery reports on the event loop (:class:`faust_eos.at_least_once.PlainProducer`).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from aiokafka.structs import RecordMetadata, TopicPartition as AioTopicPartition
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from faust_eos.security import librdkafka_client
-from faust_eos.staging import StagedRecord
+from faust_eos.staging import OFFSET_NOT_ASKED, StagedRecord
 
 #: longest wait for deliveries to drain a full local produce queue, per poll
 BACKPRESSURE_POLL_S = 0.05
@@ -41,35 +42,48 @@ def producer_config(conf: Any) -> dict[str, Any]:
 
 
 def produce_all(producer: Producer, records: Sequence[StagedRecord], timeout_s: float,
-                on_step: Callable[[str], None], known_topics: set[str]) -> list[RecordMetadata]:
+                on_step: Callable[[str], None], known_topics: set[str], *,
+                report_every_record: bool = True) -> list[RecordMetadata]:
     """Produce ``records`` and wait until each is acknowledged; their metadata, in order.
+
+    :func:`send_all`, then one flush, then :meth:`Deliveries.metadata`. Raises
+    :class:`KafkaException` as they do. Blocking: run it on the producer's thread.
+    """
+    deliveries = send_all(producer, records, timeout_s, on_step, known_topics,
+                          report_every_record=report_every_record)
+    on_step("flush")
+    producer.flush(timeout_s)
+    return deliveries.metadata(timeout_s)
+
+
+def send_all(producer: Producer, records: Sequence[StagedRecord], timeout_s: float,
+             on_step: Callable[[str], None], known_topics: set[str], *,
+             report_every_record: bool = True) -> Deliveries:
+    """Hand ``records`` to the producer, without waiting for them; their :class:`Deliveries`.
 
     ``known_topics`` are the topics this producer holds metadata for; the others
     are learnt first, and added once learnt. Raises :class:`KafkaException` if
-    learning failed, if a record failed, or if one is still unacknowledged after
-    a flush of ``timeout_s``. ``on_step`` is told each step as it begins.
-    Blocking: run it on the producer's thread.
+    learning failed. ``on_step`` is told each step as it begins. Blocking: run it
+    on the producer's thread.
+
+    Without ``report_every_record`` (inside a transaction, whose commit fails if
+    any of its records did), the producer reports the delivery only of the
+    records whose metadata someone reads, and of the last table write of each
+    changelog partition (its offset is the table's new checkpoint): each report
+    makes the thread serving it take the GIL. The others get metadata with an
+    offset of -1 (:data:`faust_eos.staging.OFFSET_NOT_ASKED`).
     """
     for topic in {record.topic for record in records} - known_topics:
         on_step(f"list_topics {topic}")
         if _learn_topic(producer, topic, timeout_s):
             known_topics.add(topic)
-    delivered: list[Optional[RecordMetadata]] = [None] * len(records)
-    errors: list[KafkaError] = []
-
-    def on_delivery(index: int) -> Callable[[Optional[KafkaError], Message], None]:
-        def report(err: Optional[KafkaError], msg: Message) -> None:
-            if err is not None:
-                errors.append(err)
-            else:
-                delivered[index] = record_metadata(msg)
-
-        return report
-
+    deliveries = Deliveries(records, range(len(records)) if report_every_record else _reported(records))
     on_step("produce")
     drained_by = time.monotonic() + timeout_s  # back-pressure: one bounded wait per call
     for index, record in enumerate(records):
-        kwargs: dict[str, Any] = {"key": record.key, "value": record.value, "on_delivery": on_delivery(index)}
+        kwargs: dict[str, Any] = {"key": record.key, "value": record.value}
+        if deliveries.wants_report(index):
+            kwargs["on_delivery"] = deliveries.on_delivery(index)
         if record.partition is not None:
             kwargs["partition"] = record.partition
         if record.timestamp_ms is not None:
@@ -77,17 +91,65 @@ def produce_all(producer: Producer, records: Sequence[StagedRecord], timeout_s: 
         if record.headers:
             kwargs["headers"] = list(record.headers)
         _produce(producer, record.topic, kwargs, drained_by, timeout_s)
-    on_step("flush")
-    producer.flush(timeout_s)
-    if errors:
-        raise KafkaException(errors[0])
-    undelivered = sum(1 for md in delivered if md is None)
-    if undelivered:
-        raise KafkaException(
-            KafkaError(KafkaError._TIMED_OUT, f"{undelivered} records undelivered after a {timeout_s} s "
-                                              f"flush (delivered: {_offsets_text(delivered)})")
-        )
-    return delivered  # type: ignore[return-value]
+    return deliveries
+
+
+class Deliveries:
+    """The delivery reports of one batch of records, filled in by whichever thread serves them."""
+
+    def __init__(self, records: Sequence[StagedRecord], reported: Sequence[int]) -> None:
+        self._records = records
+        self._reported = reported
+        self._wanted = set(reported) if len(reported) < len(records) else None  # None: every record
+        self._delivered: list[Optional[RecordMetadata]] = [None] * len(records)
+        self._errors: list[KafkaError] = []
+        self.waiting = len(reported)  # reports not served yet, failed ones included
+
+    def wants_report(self, index: int) -> bool:
+        return self._wanted is None or index in self._wanted
+
+    def on_delivery(self, index: int) -> Callable[[Optional[KafkaError], Message], None]:
+        def report(err: Optional[KafkaError], msg: Message) -> None:
+            self.waiting -= 1
+            if err is not None:
+                self._errors.append(err)
+            else:
+                self._delivered[index] = record_metadata(msg)
+
+        return report
+
+    def metadata(self, timeout_s: float) -> list[RecordMetadata]:
+        """Each record's metadata, in order. Raises :class:`KafkaException` if a reported record failed,
+        or if one is still unreported (``timeout_s``: how long it was waited for)."""
+        if self._errors:
+            raise KafkaException(self._errors[0])
+        undelivered = sum(1 for index in self._reported if self._delivered[index] is None)
+        if undelivered:
+            raise KafkaException(
+                KafkaError(KafkaError._TIMED_OUT, f"{undelivered} records undelivered after {timeout_s} s "
+                                                  f"(delivered: {_offsets_text(self._delivered)})")
+            )
+        return [md if md is not None else _not_asked(record) for md, record in zip(self._delivered, self._records)]
+
+
+def _reported(records: Sequence[StagedRecord]) -> list[int]:
+    """The records whose delivery must be reported: those whose metadata is read, and the last table
+    write of each changelog partition."""
+    last_write: dict[tuple[str, Optional[int]], int] = {}
+    reported = []
+    for index, record in enumerate(records):
+        if record.write is not None:
+            last_write[(record.topic, record.partition)] = index
+        if record.needs_metadata():
+            reported.append(index)
+    return sorted(set(reported) | set(last_write.values()))
+
+
+def _not_asked(record: StagedRecord) -> RecordMetadata:
+    """The metadata of a record whose delivery was not reported: where it went, not its offset."""
+    partition = record.partition if record.partition is not None else -1
+    return RecordMetadata(record.topic, partition, AioTopicPartition(record.topic, partition), OFFSET_NOT_ASKED,
+                          -1, None, None)
 
 
 def _learn_topic(producer: Producer, topic: str, timeout_s: float) -> bool:

@@ -1,12 +1,13 @@
-"""Records waiting for the commit of the input partition they came from.
+"""Output records waiting for the commit of the input partition they came from.
 
-Nothing an event causes (output records, table changelog writes) reaches Kafka
-before the event is fully processed: it is staged here, tagged with the
-event's topic-partition and offset. A commit of input partition ``tp`` up to
-offset ``n`` then takes exactly the records caused by offsets below ``n``: under
-exactly-once the transaction that commits those offsets holds all of their
-effects and nothing else; under at-least-once they are all acknowledged before
-the offsets commit (:mod:`faust_eos.at_least_once`).
+Nothing an event causes reaches Kafka before the event is fully processed: its
+output records are staged here, tagged with the event's topic-partition and
+offset, and its table writes are kept by their tables
+(:mod:`faust_eos.table_writes`), tagged the same way. A commit of input
+partition ``tp`` up to offset ``n`` then takes exactly the records caused by
+offsets below ``n``: under exactly-once the transaction that commits those
+offsets holds all of their effects and nothing else; under at-least-once they
+are all acknowledged before the offsets commit (:mod:`faust_eos.at_least_once`).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import asyncio
 from collections import defaultdict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Container, Deque, Iterable, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Deque, Iterable, NamedTuple, Optional, Sequence
 
 from aiokafka.structs import RecordMetadata
 from faust.streams import current_event
@@ -39,7 +40,7 @@ class SourceTP(NamedTuple):
     partition: int
 
 
-def _nothing(metadata: RecordMetadata) -> None:
+def nothing(metadata: RecordMetadata) -> None:
     """What a staged record no one waits for calls once committed."""
 
 
@@ -57,7 +58,18 @@ class StagedRecord:
     #: called on the event loop once the commit holding the record went through;
     #: a record that is dropped instead never calls it (its event will be
     #: processed again, by this worker or the partition's next owner)
-    on_committed: Callable[[RecordMetadata], None] = field(repr=False, default=_nothing)
+    on_committed: Callable[[RecordMetadata], None] = field(repr=False, default=nothing)
+    #: whether ``on_committed`` reads the record's offset: if not, the producer is not asked to
+    #: report its delivery (each report costs the producer's thread a turn of the GIL)
+    metadata_wanted: bool = field(repr=False, default=True)
+    #: of an output record sent inside an event: the future its send returned
+    future: Optional["CommitFuture"] = field(repr=False, default=None)
+    #: of a table's changelog record: the table write it commits (:class:`faust_eos.table_writes.Write`)
+    write: Any = field(repr=False, default=None)
+
+    def needs_metadata(self) -> bool:
+        """Whether someone will read this record's offset once it commits."""
+        return self.metadata_wanted or (self.future is not None and self.future.observed)
 
 
 class Staging:
@@ -65,7 +77,6 @@ class Staging:
 
     def __init__(self) -> None:
         self._by_tp: defaultdict[SourceTP, Deque[StagedRecord]] = defaultdict(deque)
-        self._unbound: set[SourceTP] = set()  # partitions holding UNBOUND records
         self._count = 0
         # the event the last record was staged for, and its input partition: a batch stages many
         self._event: Any = None
@@ -83,20 +94,17 @@ class Staging:
         self._count += 1
         return record
 
-    def event_source(self) -> SourceTP:
-        """The input partition of the event the last record was staged for."""
-        return self._event_tp
+    def add_at(self, source: SourceTP, record: StagedRecord) -> None:
+        """Stage ``record``, caused by an event of input partition ``source``."""
+        self._by_tp[source].append(record)
+        self._count += 1
 
     def add(self, source: Source, record: StagedRecord) -> None:
-        tp = SourceTP(source.topic, source.partition)
-        self._by_tp[tp].append(record)
+        self._by_tp[SourceTP(source.topic, source.partition)].append(record)
         self._count += 1
-        if record.source_offset == UNBOUND:
-            self._unbound.add(tp)
 
     def take(self, tp: SourceTP, up_to_offset: int) -> list[StagedRecord]:
-        """Remove and return the records caused by offsets below ``up_to_offset``, and every UNBOUND one."""
-        self._unbound.discard(tp)
+        """Remove and return the records caused by offsets below ``up_to_offset``."""
         queue = self._by_tp.get(tp)
         taken: list[StagedRecord] = []
         # records of one partition arrive in offset order, except that a
@@ -114,19 +122,12 @@ class Staging:
         records = list(records)
         self._by_tp[tp].extendleft(reversed(records))
         self._count += len(records)
-        if any(record.source_offset == UNBOUND for record in records):
-            self._unbound.add(tp)
 
     def discard(self, tp: SourceTP) -> list[StagedRecord]:
         """Drop every record of ``tp``, and return them."""
-        self._unbound.discard(tp)
         dropped = list(self._by_tp.pop(tp, ()))
         self._count -= len(dropped)
         return dropped
-
-    def unbound(self) -> set[SourceTP]:
-        """Source partitions holding records that wait for their partition's next transaction."""
-        return set(self._unbound)
 
     def pending(self) -> set[SourceTP]:
         """Source partitions that have staged records."""
@@ -136,40 +137,26 @@ class Staging:
         return self._count
 
 
-def last_write_per_key(
-    records: Sequence[StagedRecord], changelog_topics: Container[str]
-) -> tuple[list[StagedRecord], list[tuple[StagedRecord, StagedRecord]]]:
-    """The records to produce: every output record, and of each table key's changelog records the last.
-
-    Also returns each changelog record left out, paired with the later write
-    of its key that replaces it.
-    """
-    last: dict[tuple[str, Optional[int], Optional[bytes]], StagedRecord] = {}
-    for record in records:
-        if record.topic in changelog_topics:
-            last[(record.topic, record.partition, record.key)] = record
-    kept: list[StagedRecord] = []
-    replaced: list[tuple[StagedRecord, StagedRecord]] = []
-    for record in records:
-        if record.topic not in changelog_topics:
-            kept.append(record)
-            continue
-        survivor = last[(record.topic, record.partition, record.key)]
-        if survivor is record:
-            kept.append(record)
-        else:
-            replaced.append((record, survivor))
-    return kept, replaced
-
-
-def resolve(sent: Sequence[StagedRecord], replaced: Sequence[tuple[StagedRecord, StagedRecord]],
-            metadata: Sequence[RecordMetadata]) -> None:
-    """Tell each record it is durable: ``sent`` with its own metadata, a replaced one with its survivor's."""
-    by_record = dict(zip(map(id, sent), metadata))
+def resolve(sent: Sequence[StagedRecord], metadata: Sequence[RecordMetadata]) -> None:
+    """Tell each record it is durable, with its own metadata."""
     for record, md in zip(sent, metadata):
         record.on_committed(md)
-    for record, survivor in replaced:
-        record.on_committed(by_record[id(survivor)])
+        if record.future is not None:
+            record.future.set_result(md)
+
+
+def stage_output(staging: Staging, path: Any, topic: str, key: Optional[bytes], value: Optional[bytes],
+                 partition: Optional[int], timestamp: Optional[float], headers: Any, *,
+                 loop: asyncio.AbstractEventLoop, on_committed: Callable[[RecordMetadata], None] = nothing,
+                 metadata_wanted: bool = False) -> "CommitFuture":
+    """Stage an output record sent by the event of ``path`` (an :class:`~faust_eos.event_path.EventPath`);
+    the returned future resolves once it commits."""
+    future = CommitFuture(loop=loop, sent_in=path.event)
+    record = staged_record(topic, key, value, partition, timestamp, headers, path.offset, on_committed)
+    record.metadata_wanted = metadata_wanted
+    record.future = future
+    staging.add_at(path.source, record)
+    return future
 
 
 def staged_record(topic: str, key: Optional[bytes], value: Optional[bytes], partition: Optional[int],
@@ -181,7 +168,7 @@ def staged_record(topic: str, key: Optional[bytes], value: Optional[bytes], part
     elif isinstance(headers, Mapping):
         headers = list(headers.items())
     return StagedRecord(topic, key, value, partition, int(timestamp * 1000) if timestamp else None, headers,
-                        source_offset, on_committed or _nothing)
+                        source_offset, on_committed or nothing)
 
 
 def future_resolver(fut: Any) -> Callable[[RecordMetadata], None]:
@@ -201,15 +188,31 @@ class CommitFuture(asyncio.Future):
     Awaited while the agent still processes the event that sent the record, it
     would wait for ever (the commit waits for that event to finish): that raises
     :class:`~faust_eos.errors.SendNotCommittable` instead.
+
+    Its record's offset is asked of the producer only if, by the time the record
+    is produced, the future was awaited or given a callback (:attr:`observed`);
+    otherwise it resolves with the record's topic and partition and an offset
+    of -1 (:data:`OFFSET_NOT_ASKED`).
     """
 
-    def __init__(self, *, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, *, loop: asyncio.AbstractEventLoop, sent_in: Any = None) -> None:
         super().__init__(loop=loop)
-        self._sent_in = current_event()
+        self._sent_in = sent_in if sent_in is not None else current_event()
+        #: awaited or given a callback: someone will read the record's metadata
+        self.observed = False
 
     def __await__(self) -> Any:
         if not self.done() and self._sent_in is not None and current_event() is self._sent_in:
             raise wait_inside_event_refused()
+        self.observed = True
         return super().__await__()
 
     __iter__ = __await__
+
+    def add_done_callback(self, fn: Any, *, context: Any = None) -> None:
+        self.observed = True
+        super().add_done_callback(fn, context=context)
+
+
+#: the offset a committed record's metadata carries when nobody asked for it in time
+OFFSET_NOT_ASKED = -1

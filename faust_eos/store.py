@@ -37,8 +37,8 @@ from rocksdict import WriteBatch
 from faust_eos import faust_internals, metrics
 from faust_eos.codec import codecs_of
 from faust_eos.errors import StoreRefused
-from faust_eos.staging import StagedRecord
-from faust_eos.written import NOT_REMEMBERED, WrittenValues
+from faust_eos.staging import StagedRecord, nothing
+from faust_eos.table_writes import DECODE, DELETED, TableWrites, Write
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +66,6 @@ class Store(faust_internals.StoreHooks):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        #: table partition -> key -> the changelog record of its latest uncommitted write
-        self._held: dict[int, dict[bytes, StagedRecord]] = {}
         #: the changelog's partition count, written with each checkpoint
         self.changelog_partitions: Optional[int] = None
         #: table partition -> offset of a changelog record -> the records fetched before it (see precede())
@@ -76,8 +74,8 @@ class Store(faust_internals.StoreHooks):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._codecs = codecs_of(self.app)
-        #: values of keys written since the last commit, read back without decoding
-        self.written = WrittenValues(self.decoded)
+        #: the writes of this table that have not committed yet
+        self.writes = TableWrites(lambda raw: self.decoded(raw))
         if self.restores_in_batches():
             # Each record Faust's recovery buffers stands for a whole fetch: apply them soon.
             # Not one for actives: Faust then keeps reading an active partition's changelog
@@ -91,30 +89,33 @@ class Store(faust_internals.StoreHooks):
                 metrics.changelog_records_restored.labels(self.table.name, str(partition), kind)
 
     # -- writes ------------------------------------------------------------------
-    def hold(self, record: StagedRecord) -> None:
-        """Keep ``record``, a changelog record of this table, as the key's value until it commits."""
-        self._held.setdefault(record.partition, {})[record.key] = record
-        # an earlier write's value: this one replaces it, and may never be released
-        self.written.forget(record.partition, record.key)
+    @property
+    def changelog_name(self) -> str:
+        """The name of this table's changelog topic."""
+        name = self.__dict__.get("_changelog_name")
+        if name is None:
+            name = self.__dict__["_changelog_name"] = self.table.changelog_topic.get_topic_name()
+        return name
 
-    def remember_write(self, partition: int, raw: bytes, value: Any) -> None:
-        """Let reads of key ``raw`` return ``value``, just written, without decoding it, until that write is
-        released (:mod:`faust_eos.written` says which values can be)."""
-        record = self._held.get(partition, {}).get(raw)
-        if record is not None:
-            self.written.remember(partition, raw, record, value)
+    def hold(self, record: StagedRecord, source: Any) -> int:
+        """Keep ``record``, a changelog record of this table staged by Faust's own table path, as the key's
+        value until it commits (``source``: the input partition it commits with); how many more writes are kept."""
+        value = DELETED if record.value is None else DECODE
+        callback = record.on_committed if record.on_committed is not nothing else None
+        return self.writes.write(record.partition, record.key, value, record.value, source, record.source_offset,
+                                 callback)
 
     def held(self) -> int:
-        """How many keys wait for their commit."""
-        return sum(len(keys) for keys in self._held.values())
+        """How many writes wait for their commit."""
+        return self.writes.count
 
     def write_key(self, key: bytes, value: Optional[bytes]) -> None:
         # The table sent the key's changelog record just before; faust-eos's producer handed it to hold().
-        if self._held_record(key) is None:
+        if self._latest_write(key) is None:
             raise self._not_held()
 
     def delete_key(self, key: bytes) -> None:
-        if self._held_record(key) is None and self._partitions_holding(key):
+        if self._latest_write(key) is None and self._partitions_holding(key):
             raise self._not_held()
 
     def _not_held(self) -> StoreRefused:
@@ -134,15 +135,16 @@ class Store(faust_internals.StoreHooks):
     def _partitions_holding(self, raw: bytes) -> list[int]:
         """The partitions this worker serves actively that hold ``raw`` (standbys are written by others)."""
         active = self.active_partition_dbs()
-        partitions = {partition for partition, keys in self._held.items() if raw in keys and partition in active}
+        partitions = {partition for partition in active if self.writes.latest(partition, raw) is not None}
         partitions.update(partition for partition, db in active.items() if db.get(raw) is not None)
         return sorted(partitions)
 
     # -- commits -----------------------------------------------------------------
-    def commit(self, partition: int, records: Sequence[StagedRecord], checkpoint: int) -> None:
-        """Write committed ``records`` of ``partition`` and its new checkpoint in one batch, then release them."""
+    def commit(self, partition: int, records: Sequence[tuple[StagedRecord, Any]], checkpoint: int) -> int:
+        """Write committed ``records`` of ``partition`` (each with its metadata) and its new checkpoint in one
+        batch, then forget the writes they carried; how many."""
         batch = WriteBatch(raw_mode=True)
-        for record in records:
+        for record, _ in records:
             if record.value is None:
                 batch.delete(record.key)
             else:
@@ -152,7 +154,7 @@ class Store(faust_internals.StoreHooks):
         if self.changelog_partitions is not None:
             batch.put(PARTITIONS_KEY, str(self.changelog_partitions).encode())
         self.partition_db(partition).write(batch)
-        self.release(records)
+        return sum(self.writes.committed(partition, record.key, record.write, metadata) for record, metadata in records)
 
     def set_persisted_offset(self, tp: Any, offset: int) -> None:
         """Ignored: this store writes its checkpoints itself, with the writes they cover.
@@ -222,14 +224,6 @@ class Store(faust_internals.StoreHooks):
                 self._preceding.pop(tp.partition, None)
         super().revoke_partitions(table, tps)
 
-    def release(self, records: Iterable[StagedRecord]) -> None:
-        """Forget ``records``: committed, or dropped with their transaction. A later write of a key stays."""
-        for record in records:
-            keys = self._held.get(record.partition)
-            if keys is not None and keys.get(record.key) is record:
-                del keys[record.key]
-            self.written.forget(record.partition, record.key, record)
-
     # -- reads -------------------------------------------------------------------
     def raw_key(self, key: Any) -> bytes:
         """``key`` as the store and the changelog hold it."""
@@ -252,52 +246,48 @@ class Store(faust_internals.StoreHooks):
 
     def value_of(self, partition: int, raw: bytes) -> Any:
         """The table's value of raw key ``raw`` in ``partition``, decoded: its latest write, committed or not; else MISSING."""
-        keys = self._held.get(partition)
-        record = keys.get(raw) if keys else None
-        if record is None:
-            value = self.partition_db(partition).get(raw)
-        else:
-            value = self.written.read(partition, raw, record)
-            if value is not NOT_REMEMBERED:
-                return value
-            value = record.value
+        write = self.writes.latest(partition, raw)
+        if write is not None:
+            value = self.writes.read(write)
+            return MISSING if value is DELETED else value
+        value = self.partition_db(partition).get(raw)
         return MISSING if value is None else self.decoded(value)
 
     def holds_value(self, partition: int, raw: bytes) -> bool:
         """Whether ``partition`` holds raw key ``raw`` (its latest write, committed or not)."""
-        keys = self._held.get(partition)
-        record = keys.get(raw) if keys else None
-        if record is None:
+        write = self.writes.latest(partition, raw)
+        if write is None:
             return self.partition_db(partition).get(raw) is not None
-        return record.value is not None
+        return write.raw is not None
 
     def read_key(self, key: bytes) -> Optional[bytes]:
-        held = self._held_record(key)
-        return held.value if held is not None else super().read_key(key)
+        write = self._latest_write(key)
+        return write.raw if write is not None else super().read_key(key)
 
     def holds_key(self, key: bytes) -> bool:
-        held = self._held_record(key)
-        return held.value is not None if held is not None else super().holds_key(key)
+        write = self._latest_write(key)
+        return write.raw is not None if write is not None else super().holds_key(key)
 
-    def _held_record(self, key: bytes) -> Optional[StagedRecord]:
+    def _latest_write(self, key: bytes) -> Optional[Write]:
         event = current_event()
         if event is not None and not self.table.is_global and not self.table.use_partitioner:
-            return self._held.get(event.message.partition, {}).get(key)
-        for keys in list(self._held.values()):
-            if key in keys:
-                return keys[key]
+            return self.writes.latest(event.message.partition, key)
+        for partition in self.writes.partitions():
+            write = self.writes.latest(partition, key)
+            if write is not None:
+                return write
         return None
 
     def items_of_active_partitions(self) -> Iterator[tuple[bytes, bytes]]:
         for partition, db in self.active_partition_dbs().items():
-            held = dict(self._held.get(partition, {}))
+            written = dict(self.writes.keys_of(partition))
             for key, value in db.items():
-                if key in OWN_KEYS or key in held:
+                if key in OWN_KEYS or key in written:
                     continue
                 yield key, value
-            for key, record in held.items():
-                if record.value is not None:
-                    yield key, record.value
+            for key, write in written.items():
+                if write.raw is not None:
+                    yield key, write.raw
 
     def committed_entries(
         self, partition: int, *, after: Optional[bytes], limit: int
@@ -307,7 +297,7 @@ class Store(faust_internals.StoreHooks):
         Keys with a write waiting for its commit are left out. Also returns where the
         next call goes on from: the last raw key read, or None once the end was reached.
         """
-        held = self._held.get(partition, {})
+        held = self.writes.keys_of(partition)
         entries, last = [], None
         for raw, value in self.partition_db(partition).items(from_key=after):
             if raw == after:
@@ -366,10 +356,13 @@ class Store(faust_internals.StoreHooks):
             return f"it was written when the changelog had {int(partitions)} partitions, now {self.changelog_partitions}"
         return None
 
-    def rebuild(self, partition: int, why: str) -> None:
-        """Delete the local state of ``partition``; a restore rebuilds it from the whole changelog."""
-        self._held.pop(partition, None)
-        self.written.forget_partition(partition)
+    def rebuild(self, partition: int, why: str) -> int:
+        """Delete the local state of ``partition``; a restore rebuilds it from the whole changelog.
+
+        Returns how many writes not yet committed it forgot.
+        """
+        dropped = self.writes.drop(partition)
         faust_internals.close_table_partition(self, partition)
         shutil.rmtree(self.partition_path(partition), ignore_errors=True)
         log.warning("Rebuilding table %s partition %d from its changelog: %s", self.table.name, partition, why)
+        return dropped

@@ -6,14 +6,14 @@ goes through the changelog topic's ``send_soon``, a future of its own and the
 producer before it is staged, and the store then encodes key and value again.
 Inside an event, on the ``eos-rocksdb://`` store, this table does each once:
 
-* a read encodes the key (remembered for str and bytes keys) and asks the
-  store once; each read gets a value of its own, as from Faust's table, so a
-  value changed in place but not written back changes nothing. A key written
-  since the last commit with a str, int, float or bool reads as written, without
-  decoding (:meth:`faust_eos.store.Store.remember_write`);
-* a write encodes key and value once and stages the changelog record at once
-  with its event, under either guarantee (the partition, and the check that
-  the input topic has as many partitions as the changelog, are Faust's own).
+* a read encodes the key and asks the store once; each read gets a value of
+  its own, as from Faust's table, so a value changed in place but not written
+  back changes nothing. A key written since the last commit reads from memory,
+  plain values and plain records without decoding (:mod:`faust_eos.table_writes`);
+* a write encodes key and value once and is kept by the table with its event,
+  under either guarantee, until the commit writes the key's newest value to
+  the changelog, once (the partition, and the check that the input topic has
+  as many partitions as the changelog, are Faust's own, once per event).
 
 Faust's table sensors still see every read, write and delete. Outside events,
 on another store, for windowed tables and for tables with their own
@@ -42,7 +42,6 @@ class Table(faust.Table):
                 isinstance(self.data, Store) and self.schema is None and not self.use_partitioner
                 and not self.is_global
             )
-            self.__dict__["_changelog_name"] = self.changelog_topic.get_topic_name()
         return self.app.consumer.event_paths.current() if short else None
 
     def __getitem__(self, key: Any) -> Any:
@@ -74,8 +73,7 @@ class Table(faust.Table):
             return super().__setitem__(key, value)
         store = self.data
         raw_key, raw_value = store.raw_key(key), store.raw_value(value)
-        self._stage(path, key, raw_key, raw_value)
-        store.remember_write(path.partition, raw_key, value)
+        self._write(path, key, raw_key, value, raw_value)
         for sensor in path.table_sensors:
             sensor.on_table_set(self, key, value)
 
@@ -83,7 +81,7 @@ class Table(faust.Table):
         path = self._fast_path()
         if path is None:
             return super().__delitem__(key)
-        self._stage(path, key, self.data.raw_key(key), None)  # as Faust's: a tombstone whether or not the key is there
+        self._write(path, key, self.data.raw_key(key), None, None)  # as Faust's: a tombstone whether or not the key is there
         for sensor in path.table_sensors:
             sensor.on_table_del(self, key)
 
@@ -92,7 +90,9 @@ class Table(faust.Table):
             sensor.on_table_get(self, key)
         return self.data.value_of(path.partition, self.data.raw_key(key))
 
-    def _stage(self, path: EventPath, key: Any, raw_key: bytes, raw_value: Optional[bytes]) -> None:
-        """Stage the changelog record of a write (``raw_value`` None: a delete) with the event being processed."""
-        path.staging.stage(self.__dict__["_changelog_name"], raw_key, raw_value, self.partition_for_key(key),
-                           None, None, None)
+    def _write(self, path: EventPath, key: Any, raw_key: bytes, value: Any, raw_value: Optional[bytes]) -> None:
+        """Keep a write (``raw_value`` None: a delete) with the event being processed, until it commits."""
+        if self.__dict__.get("_checked_event") is not path.event:
+            self.partition_for_key(key)  # Faust's check that the input has as many partitions as the changelog
+            self.__dict__["_checked_event"] = path.event
+        path.tables.write(self.data, path.partition, raw_key, value, raw_value, path.source, path.offset)

@@ -71,16 +71,38 @@ class Topic(TopicHooks):
                                       value_serializer=value_serializer, callback=callback, force=force)
         raw_key, raw_value, open_headers = self._encoded(key, value, headers, schema, key_serializer, value_serializer)
         topic = self.get_topic_name()
-        sensors = path.send_sensors if path is not None else tuple(app.sensors)
-        if not sensors:
-            return await staging.send(topic, raw_key, raw_value, partition, timestamp, open_headers)
+        if path is None:  # outside events under exactly-once: the worker's own transactions
+            return await self._send_outside_events(staging, topic, raw_key, raw_value, partition, timestamp,
+                                                   open_headers, key_serializer, value_serializer)
+        if not path.send_sensors:
+            return staging.send_in_event(path, topic, raw_key, raw_value, partition, timestamp, open_headers)
         message = PendingMessage(self, raw_key, raw_value, key_serializer=key_serializer,
                                  value_serializer=value_serializer, partition=partition, timestamp=timestamp,
                                  headers=open_headers, callback=None, topic=topic, offset=None)
         keysize, valsize = len(raw_key) if raw_key else 0, len(raw_value) if raw_value else 0
-        states = [(sensor, sensor.on_send_initiated(staging, topic, message, keysize, valsize)) for sensor in sensors]
-        committed = await staging.send(topic, raw_key, raw_value, partition, timestamp, open_headers)
-        committed.add_done_callback(lambda done: _report(staging, states, done))
+        states = [(sensor, sensor.on_send_initiated(staging, topic, message, keysize, valsize))
+                  for sensor in path.send_sensors]
+
+        def completed(metadata: RecordMetadata) -> None:
+            for sensor, state in states:
+                sensor.on_send_completed(staging, state, metadata)
+
+        return staging.send_in_event(path, topic, raw_key, raw_value, partition, timestamp, open_headers,
+                                     on_committed=completed, metadata_wanted=path.sensors_read_metadata)
+
+    async def _send_outside_events(self, staging: Any, topic: str, raw_key: Any, raw_value: Any,
+                                   partition: Optional[int], timestamp: Optional[float], headers: Any,
+                                   key_serializer: Optional[CodecArg], value_serializer: Optional[CodecArg]) -> Any:
+        sensors = self.app.sensors
+        state = sensors.on_send_initiated(
+            staging, topic,
+            message=PendingMessage(self, raw_key, raw_value, key_serializer=key_serializer,
+                                   value_serializer=value_serializer, partition=partition, timestamp=timestamp,
+                                   headers=headers, callback=None, topic=topic, offset=None),
+            keysize=len(raw_key) if raw_key else 0, valsize=len(raw_value) if raw_value else 0,
+        )
+        committed = await staging.send(topic, raw_key, raw_value, partition, timestamp, headers)
+        committed.add_done_callback(lambda done: _report(sensors, staging, state, done))
         return committed
 
     def _encoded(self, key: Any, value: Any, headers: Optional[HeadersArg], schema: Optional[SchemaT],
@@ -115,12 +137,11 @@ def _encodes_as_faust_schema(schema: Any) -> bool:
 _PLAIN_SCHEMAS: dict[type, bool] = {}
 
 
-def _report(producer: Any, states: list[tuple[Any, Any]], done: Any) -> None:
+def _report(sensors: Any, producer: Any, state: Any, done: Any) -> None:
     """Tell Faust's sensors how a send ended, as Faust's own topic does once its record is durable."""
     if done.cancelled():
         return
-    for sensor, state in states:
-        if done.exception() is not None:
-            sensor.on_send_error(producer, done.exception(), state)
-        else:
-            sensor.on_send_completed(producer, state, done.result())
+    if done.exception() is not None:
+        sensors.on_send_error(producer, done.exception(), state)
+    else:
+        sensors.on_send_completed(producer, state, done.result())

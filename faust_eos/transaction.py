@@ -150,7 +150,9 @@ class PartitionTransaction:
             self._begin_step("begin_transaction")
             producer.begin_transaction()
             metrics.transactions_begun.inc()
-            delivered = produce_all(producer, records, self._timeout_s, self._begin_step, self._known_topics)
+            # a record that failed fails the commit: only those whose offsets are read are reported
+            delivered = produce_all(producer, records, self._timeout_s, self._begin_step, self._known_topics,
+                                    report_every_record=False)
             if offset is not None:
                 offsets = [TopicPartition(self.tp.topic, self.tp.partition, offset)]
                 self._begin_step("send_offsets_to_transaction")

@@ -1,4 +1,4 @@
-"""Stand-ins for the commit path: confluent_kafka's transactional Producer, and a partition's transaction.
+"""Stand-ins for the commit path: confluent_kafka's transactional Producer, a partition's transaction, the tables.
 
 The fake producer is scripted step by step. It keeps the transaction's records
 apart until ``commit_transaction`` makes them visible, and can be told to fail
@@ -12,6 +12,8 @@ from types import SimpleNamespace
 from typing import Any, Callable, Optional
 
 from confluent_kafka import KafkaError, KafkaException
+
+from faust_eos.staging import UNBOUND, SourceTP, StagedRecord
 
 
 class FakeMessage:
@@ -58,7 +60,7 @@ class FakeProducer:
         #: per topic: what list_topics raises instead of answering (librdkafka refusing the name)
         self.topic_refusals: dict[str, Exception] = {}
         self._transaction: list[tuple[str, Optional[bytes], Callable]] = []
-        self._reported = 0
+        self._served: set[int] = set()  # record indexes whose delivery callback was called
 
     def _call(self, name: str) -> None:
         self.calls.append(name)
@@ -73,10 +75,10 @@ class FakeProducer:
 
     def begin_transaction(self) -> None:
         self._call("begin_transaction")
-        self._transaction, self._reported = [], 0
+        self._transaction, self._served = [], set()
 
     def produce(self, topic: str, key: Optional[bytes] = None, value: Optional[bytes] = None, *,
-                on_delivery: Callable, **kwargs: Any) -> None:
+                on_delivery: Optional[Callable] = None, **kwargs: Any) -> None:
         self._call("produce")
         if self.full_for_polls is None or self.full_for_polls > 0:
             raise BufferError("Local: Queue full")
@@ -92,19 +94,26 @@ class FakeProducer:
         self.calls.append("poll")
         if self.full_for_polls:
             self.full_for_polls -= 1
-        return 0
+        return self._serve_reports()
 
     def flush(self, timeout: float) -> int:
         self._call("flush")
+        self._serve_reports()
+        return len(self.in_flight)
+
+    def _serve_reports(self) -> int:
+        """Calls the delivery callbacks not called yet, except those of records in flight; how many."""
+        served = 0
         for index, (topic, _value, on_delivery) in enumerate(self._transaction):
-            if index < self._reported or index in self.in_flight:
-                continue
+            if index in self._served or index in self.in_flight or on_delivery is None:
+                continue  # (a record produced without a callback is not reported)
+            served += 1
+            self._served.add(index)
             if index in self.delivery_errors:
                 on_delivery(self.delivery_errors[index], None)
             else:
                 on_delivery(None, FakeMessage(topic, 0, len(self.visible) + index, 1_700_000_000_000))
-        self._reported = len(self._transaction)
-        return len(self.in_flight)
+        return served
 
     def send_offsets_to_transaction(self, offsets: list, group: Any, timeout: float) -> None:
         self._call("send_offsets_to_transaction")
@@ -112,6 +121,9 @@ class FakeProducer:
 
     def commit_transaction(self, timeout: float) -> None:
         self._call("commit_transaction")
+        unreported = [i for i, (_, _, on_delivery) in enumerate(self._transaction) if on_delivery is None]
+        if any(i in self.delivery_errors for i in unreported):  # as librdkafka: a failed record fails the commit
+            raise KafkaException(error(KafkaError._INCONSISTENT, txn_requires_abort=True))
         self.visible.extend((topic, value) for topic, value, _ in self._transaction)
         self._transaction = []
 
@@ -142,3 +154,53 @@ class FakeTransaction:
 
     def close(self) -> None:
         self.closed = True
+
+
+class FakeTables:
+    """Table writes kept as the tables keep them: a commit takes each key's newest write below its offset.
+
+    Records which writes were stored as committed, which were dropped, and
+    which were handed back after a failed commit.
+    """
+
+    def __init__(self, changelog: str = "app-counts-changelog") -> None:
+        self.changelog = changelog
+        self.changelog_topics = frozenset({changelog})
+        self.writes: list[tuple[SourceTP, int, bytes, bytes]] = []
+        self.stored: list[tuple[bytes, Any]] = []
+        self.released: list[bytes] = []
+        self.not_committed_records: list[bytes] = []
+
+    def write(self, source: SourceTP, offset: int, key: bytes, value: bytes) -> None:
+        self.writes.append((source, offset, key, value))
+
+    def hold(self, record: StagedRecord, source: SourceTP) -> None:
+        self.write(source, record.source_offset, record.key, record.value)
+
+    def held(self) -> int:
+        return len(self.writes)
+
+    def unbound_sources(self) -> set[SourceTP]:
+        return {source for source, offset, _, _ in self.writes if offset == UNBOUND}
+
+    def changelog_records(self, up_to: dict) -> list[StagedRecord]:
+        newest: dict[bytes, StagedRecord] = {}
+        for source, offset, key, value in self.writes:
+            if source in up_to and offset < up_to[source]:
+                newest[key] = StagedRecord(topic=self.changelog, key=key, value=value, partition=source.partition,
+                                           timestamp_ms=None, headers=None, source_offset=offset)
+        return list(newest.values())
+
+    def committed(self, records: list, metadata: list) -> None:
+        self.stored += [(r.value, md) for r, md in zip(records, metadata)]
+        done = {r.key: r.source_offset for r in records}
+        self.writes = [w for w in self.writes if done.get(w[2], UNBOUND - 1) < w[1]]
+
+    def not_committed(self, records: list) -> None:
+        self.not_committed_records += [r.value for r in records]
+
+    def drop(self, source: SourceTP) -> int:
+        dropped = [w for w in self.writes if w[0] == source]
+        self.released += [w[3] for w in dropped]
+        self.writes = [w for w in self.writes if w[0] != source]
+        return len(dropped)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from types import SimpleNamespace
 from typing import Any
 
@@ -12,11 +13,12 @@ from faust.types import TP
 from faust_eos.at_least_once import UNWRITABLE, HeldSends, PlainProducer
 from faust_eos.errors import OutputNotWritten
 from faust_eos.staging import Source, SourceTP, staged_record
-from tests.unit.fakes import FakeProducer, error
+from tests.unit.fakes import FakeProducer, FakeTables, error
 
 CHANGELOG = "app-counts-changelog"
 OUTPUT = "app-updates"
 PAYMENTS = TP("payments", 0)
+SOURCE = SourceTP(PAYMENTS.topic, PAYMENTS.partition)
 
 
 class FakeDelivery:
@@ -37,46 +39,32 @@ class FakeDelivery:
         return [SimpleNamespace(offset=start + i) for i in range(len(records))]
 
 
-class FakeTables:
-    changelog_topics = frozenset({CHANGELOG})
-
-    def __init__(self) -> None:
-        self.held: list[bytes] = []
-        self.stored: list[tuple[bytes, int]] = []
-        self.released: list[bytes] = []
-
-    def hold(self, record) -> None:
-        self.held.append(record.value)
-
-    def committed(self, records, metadata) -> None:
-        self.stored += [(r.value, md.offset) for r, md in zip(records, metadata) if r.topic == CHANGELOG]
-
-    def dropped(self, records) -> None:
-        self.released += [r.value for r in records]
-
-
 def held(delivery: FakeDelivery, max_held: int = 100, on_full=lambda: None) -> tuple[HeldSends, FakeTables, list]:
     """Held records of four events: table writes of keys k and j, and one output per event."""
-    tables = FakeTables()
+    tables = FakeTables(CHANGELOG)
     sends = HeldSends(tables, delivery, on_full, max_held)
     resolved: list[tuple[bytes, int]] = []
     for offset, key, value in [(1, b"k", b"k=1"), (2, b"j", b"j=1"), (3, b"k", b"k=2"), (7, b"k", b"k=3")]:
-        source = Source(PAYMENTS.topic, PAYMENTS.partition, offset)
-        for record in (staged_record(CHANGELOG, key, value, 0, None, None, offset),
-                       staged_record(OUTPUT, key, b"out-" + value, 0, None, None, offset,
-                                     lambda md, v=value: resolved.append((v, md.offset)))):
-            sends.staging.add(source, record)
+        tables.write(SOURCE, offset, key, value)
+        sends.staging.add(Source(PAYMENTS.topic, PAYMENTS.partition, offset),
+                          staged_record(OUTPUT, key, b"out-" + value, 0, None, None, offset,
+                                        lambda md, v=value: resolved.append((v, md.offset))))
     return sends, tables, resolved
 
 
-def test_a_commit_writes_the_outputs_and_last_table_write_per_key_of_its_events_then_stores_them():
+def stored(tables: FakeTables) -> list[tuple[bytes, int]]:
+    return [(value, md.offset) for value, md in tables.stored]
+
+
+def test_a_commit_writes_the_outputs_and_newest_table_write_per_key_of_its_events_then_stores_them():
     delivery = FakeDelivery()
     sends, tables, resolved = held(delivery)
     asyncio.run(sends.write_up_to({PAYMENTS: 4}))
-    assert delivery.delivered == [b"out-k=1", b"out-j=1", b"out-k=2", b"j=1", b"k=2"]
-    assert tables.stored == [(b"j=1", 3), (b"k=2", 4)]
+    assert delivery.delivered == [b"out-k=1", b"out-j=1", b"out-k=2", b"k=2", b"j=1"]
+    assert stored(tables) == [(b"k=2", 3), (b"j=1", 4)]
     assert resolved == [(b"k=1", 0), (b"j=1", 1), (b"k=2", 2)]
-    assert [r.value for r in sends.staging.take(SourceTP("payments", 0), 100)] == [b"k=3", b"out-k=3"]
+    assert [r.value for r in sends.staging.take(SOURCE, 100)] == [b"out-k=3"]
+    assert [r.value for r in tables.changelog_records({SOURCE: 100})] == [b"k=3"]
 
 
 def test_table_writes_are_produced_only_once_every_output_of_the_commit_is_acknowledged():
@@ -85,34 +73,35 @@ def test_table_writes_are_produced_only_once_every_output_of_the_commit_is_ackno
     delivery = FakeDelivery()
     sends, _, _ = held(delivery)
     asyncio.run(sends.write_up_to({PAYMENTS: 4}))
-    assert delivery.calls == [[b"out-k=1", b"out-j=1", b"out-k=2"], [b"j=1", b"k=2"]]
+    assert delivery.calls == [[b"out-k=1", b"out-j=1", b"out-k=2"], [b"k=2", b"j=1"]]
 
 
 def test_a_commit_of_table_writes_alone_or_outputs_alone_makes_one_call():
     delivery = FakeDelivery()
-    sends = HeldSends(FakeTables(), delivery, lambda: None, 100)
-    source = Source(PAYMENTS.topic, PAYMENTS.partition, 1)
-    sends.staging.add(source, staged_record(CHANGELOG, b"k", b"k=1", 0, None, None, 1))
+    tables = FakeTables(CHANGELOG)
+    sends = HeldSends(tables, delivery, lambda: None, 100)
+    tables.write(SOURCE, 1, b"k", b"k=1")
     asyncio.run(sends.write_up_to({PAYMENTS: 2}))
     sends.staging.add(Source(PAYMENTS.topic, PAYMENTS.partition, 2), staged_record(OUTPUT, b"k", b"o", 0, None, None, 2))
     asyncio.run(sends.write_up_to({PAYMENTS: 3}))
     assert delivery.calls == [[b"k=1"], [b"o"]]
 
 
-@pytest.mark.parametrize("failing_call, stored", [
-    (0, [(b"j=1", 3), (b"k=2", 4)]),
-    (1, [(b"j=1", 6), (b"k=2", 7)]),  # the outputs were written: written again (at-least-once's duplicates)
+@pytest.mark.parametrize("failing_call, stored_as", [
+    (0, [(b"k=2", 3), (b"j=1", 4)]),
+    (1, [(b"k=2", 6), (b"j=1", 7)]),  # the outputs were written: written again (at-least-once's duplicates)
 ], ids=["the outputs fail", "the table writes fail after the outputs"])
-def test_records_that_cannot_be_written_stay_held_for_the_next_commit(failing_call, stored):
+def test_records_that_cannot_be_written_stay_held_for_the_next_commit(failing_call, stored_as):
     delivery = FakeDelivery(failure=KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT)), fail_on_call=failing_call)
     sends, tables, resolved = held(delivery)
     with pytest.raises(KafkaException):
         asyncio.run(sends.write_up_to({PAYMENTS: 4}))
-    assert tables.stored == [] and resolved == [] and len(sends.staging) == 8
+    assert tables.stored == [] and resolved == [] and sends.uncommitted() == 8
+    assert tables.not_committed_records == [b"k=2", b"j=1"]
     delivery.failure = None
     asyncio.run(sends.write_up_to({PAYMENTS: 4}))
-    assert delivery.calls[-2:] == [[b"out-k=1", b"out-j=1", b"out-k=2"], [b"j=1", b"k=2"]]
-    assert tables.stored == stored and len(resolved) == 3
+    assert delivery.calls[-2:] == [[b"out-k=1", b"out-j=1", b"out-k=2"], [b"k=2", b"j=1"]]
+    assert stored(tables) == stored_as and len(resolved) == 3
 
 
 def test_a_record_no_retry_can_write_stops_the_worker_with_nothing_committed():
@@ -120,7 +109,7 @@ def test_a_record_no_retry_can_write_stops_the_worker_with_nothing_committed():
     sends, tables, resolved = held(delivery)
     with pytest.raises(OutputNotWritten, match="Message size too large"):
         asyncio.run(sends.write_up_to({PAYMENTS: 4}))
-    assert tables.stored == [] and resolved == [] and len(sends.staging) == 8
+    assert tables.stored == [] and resolved == [] and sends.uncommitted() == 8
     delivery.failure = None
     with pytest.raises(OutputNotWritten):  # nor may a later commit go through
         asyncio.run(sends.write_up_to({PAYMENTS: 4}))
@@ -138,17 +127,25 @@ def test_after_a_record_sent_straight_failed_no_commit_goes_through():
 def test_revoked_partitions_release_their_held_records():
     sends, tables, _ = held(FakeDelivery())
     sends.drop({PAYMENTS})
-    assert sorted(tables.released) == [b"j=1", b"k=1", b"k=2", b"k=3", b"out-j=1", b"out-k=1", b"out-k=2",
-                                       b"out-k=3"]
-    assert len(sends.staging) == 0
+    assert sorted(tables.released) == [b"j=1", b"k=1", b"k=2", b"k=3"]
+    assert sends.uncommitted() == 0
 
 
 def test_holding_as_many_records_as_allowed_asks_for_an_early_commit():
     asked: list[int] = []
-    sends = HeldSends(FakeTables(), FakeDelivery(), lambda: asked.append(len(sends.staging)), max_held=3)
+    sends = HeldSends(FakeTables(CHANGELOG), FakeDelivery(), lambda: asked.append(sends.uncommitted()), max_held=3)
     for value in (b"1", b"2", b"3"):
         sends.stage(CHANGELOG, b"k", value, 0, None, None, None)  # outside an event: a table write
     assert asked == [3]
+
+
+def test_a_table_write_outside_an_event_commits_with_the_next_commit_whatever_its_offsets():
+    delivery = FakeDelivery()
+    tables = FakeTables(CHANGELOG)
+    sends = HeldSends(tables, delivery, lambda: None, 100)
+    sends.stage(CHANGELOG, b"expired", None, 0, None, None, None)  # a window's expiry: a tombstone
+    asyncio.run(sends.write_up_to({}))
+    assert delivery.calls == [[None]] and tables.held() == 0
 
 
 def test_the_producer_waits_for_every_record_and_gives_their_metadata():
@@ -158,7 +155,7 @@ def test_the_producer_waits_for_every_record_and_gives_their_metadata():
                                                                                       None, 2)]
     metadata = asyncio.run(producer.deliver(records))
     assert [md.offset for md in metadata] == [0, 1]
-    assert made[0].calls == [f"list_topics {OUTPUT}", "produce", "produce", "flush"]
+    assert made[0].calls == [f"list_topics {OUTPUT}", "produce", "produce", "poll"]  # reports served on the loop
     # librdkafka gives a record up no later than a commit does: no stale copy waits in its queue
     assert made[0].config["message.timeout.ms"] == 30_000
     producer.close()
@@ -190,5 +187,51 @@ def test_a_producer_that_failed_for_good_is_replaced_and_the_commit_fails():
         asyncio.run(producer.deliver([staged_record(OUTPUT, b"k", b"v", None, None, None, 1)]))
     assert len(made) == 2
     asyncio.run(producer.deliver([staged_record(OUTPUT, b"k", b"v", None, None, None, 1)]))
-    assert made[1].calls == [f"list_topics {OUTPUT}", "produce", "flush"]  # the new producer learns the topic too
+    assert made[1].calls == [f"list_topics {OUTPUT}", "produce", "poll"]  # the new producer learns the topic too
+    producer.close()
+
+
+def test_delivery_reports_are_served_on_the_event_loop_until_the_last_record_is_acknowledged():
+    made: list[FakeProducer] = []
+    producer = PlainProducer({}, producer_factory=lambda config: made.append(FakeProducer(config)) or made[-1])
+    made[0].in_flight = {1}
+    serving_threads: set[int] = set()
+    poll = made[0].poll
+    made[0].poll = lambda timeout: serving_threads.add(threading.get_ident()) or poll(timeout)
+
+    async def deliver_while_the_broker_acknowledges() -> list[Any]:
+        delivery = asyncio.create_task(producer.deliver(
+            [staged_record(OUTPUT, b"k", b"v1", None, None, None, 1), staged_record(OUTPUT, b"k", b"v2", None, None,
+                                                                                    None, 2)]))
+        while made[0].calls.count("poll") < 3:  # still waiting for the second record
+            await asyncio.sleep(0.001)
+        assert not delivery.done()
+        made[0].in_flight = set()
+        return await delivery
+
+    metadata = asyncio.run(deliver_while_the_broker_acknowledges())
+    assert [md.offset for md in metadata] == [0, 1]
+    assert serving_threads == {threading.main_thread().ident}  # the loop's thread polled, not the producer's
+    producer.close()
+
+
+def test_a_record_never_acknowledged_fails_the_delivery_after_the_call_timeout():
+    made: list[FakeProducer] = []
+    producer = PlainProducer({}, timeout_s=0.05,
+                             producer_factory=lambda config: made.append(FakeProducer(config)) or made[-1])
+    made[0].in_flight = {0}
+    with pytest.raises(KafkaException) as raised:
+        asyncio.run(producer.deliver([staged_record(OUTPUT, b"k", b"v", None, None, None, 1)]))
+    assert raised.value.args[0].code() == KafkaError._TIMED_OUT
+    producer.close()
+
+
+def test_a_record_failed_for_good_replaces_the_producer_before_the_next_delivery():
+    made: list[FakeProducer] = []
+    producer = PlainProducer({}, producer_factory=lambda config: made.append(FakeProducer(config)) or made[-1])
+    made[0].delivery_errors[0] = error(KafkaError._FATAL, fatal=True)
+    with pytest.raises(KafkaException):
+        asyncio.run(producer.deliver([staged_record(OUTPUT, b"k", b"v", None, None, None, 1)]))
+    asyncio.run(producer.deliver([staged_record(OUTPUT, b"k", b"v", None, None, None, 1)]))
+    assert len(made) == 2 and made[1].calls == [f"list_topics {OUTPUT}", "produce", "poll"]
     producer.close()

@@ -7,7 +7,7 @@ from typing import Optional
 import pytest
 from prometheus_client import REGISTRY
 
-from fakes import FakeTransaction
+from fakes import FakeTables, FakeTransaction
 from faust_eos.commit import PartitionCommits
 from faust_eos.errors import LocalStateNotWritten
 from faust_eos.staging import Source, SourceTP, StagedRecord, Staging
@@ -15,22 +15,6 @@ from faust_eos.transaction import ProducerFenced, TransactionFailed, Transaction
 
 A, B = SourceTP("payments", 0), SourceTP("payments", 1)
 CHANGELOG = "app-counts-changelog"
-
-
-class FakeTables:
-    """Records which table writes a round stored as committed and which it released."""
-
-    changelog_topics = frozenset({CHANGELOG})
-
-    def __init__(self) -> None:
-        self.stored: list[tuple[bytes, str]] = []
-        self.released: list[bytes] = []
-
-    def committed(self, records, metadata) -> None:
-        self.stored += [(r.value, md) for r, md in zip(records, metadata) if r.topic in self.changelog_topics]
-
-    def dropped(self, records) -> None:
-        self.released += [r.value for r in records if r.topic in self.changelog_topics]
 
 
 class Round:
@@ -41,19 +25,22 @@ class Round:
         self.transactions = {SourceTP("payments", int(name[1:])): t for name, t in transactions.items()}
         self.rejoins = 0
         self.resolved: list[tuple[bytes, str]] = []
-        self.tables = FakeTables()
+        self.tables = FakeTables(CHANGELOG)
         self.commits = PartitionCommits(self.staging, self.transactions, self.tables, self._rejoin)
 
     def _rejoin(self) -> None:
         self.rejoins += 1
 
     def stage(self, tp: SourceTP, offset: int, value: bytes, *, table_key: Optional[bytes] = None) -> None:
-        """Stage an output record, or with ``table_key`` a table write of that key."""
+        """Stage an output record, or with ``table_key`` write that key of a table."""
+        if table_key is not None:
+            self.tables.write(tp, offset, table_key, value)
+            return
+
         def resolve(md: str) -> None:
             self.resolved.append((value, md))
 
-        topic = "out" if table_key is None else CHANGELOG
-        record = StagedRecord(topic=topic, key=table_key, value=value, partition=tp.partition, timestamp_ms=None,
+        record = StagedRecord(topic="out", key=None, value=value, partition=tp.partition, timestamp_ms=None,
                               headers=None, source_offset=offset, on_committed=resolve)
         self.staging.add(Source(tp.topic, tp.partition, offset), record)
 
@@ -135,7 +122,7 @@ def test_giving_up_a_partition_forgets_its_retry():
     assert round_.commits.settled()
 
 
-def test_a_commit_sends_only_the_last_write_of_each_table_key_and_stores_it_after_the_commit():
+def test_a_commit_sends_the_outputs_then_the_newest_write_of_each_table_key_and_stores_them_after_the_commit():
     a = FakeTransaction()
     round_ = Round(p0=a)
     round_.stage(A, 1, b"k=1", table_key=b"k")
@@ -144,12 +131,10 @@ def test_a_commit_sends_only_the_last_write_of_each_table_key_and_stores_it_afte
     round_.stage(A, 2, b"k=2", table_key=b"k")
     round_.stage(A, 9, b"k=3", table_key=b"k")  # an event not yet committed
     assert round_.run({A: 3}) == {A: True}
-    assert a.commits == [([b"out-1", b"j=1", b"k=2"], 3)]
-    assert round_.tables.stored == [(b"j=1", "md-j=1"), (b"k=2", "md-k=2")]
-    # the replaced write is told it is durable with the metadata of the write that replaced it
-    assert sorted(round_.resolved) == sorted([(b"out-1", "md-out-1"), (b"j=1", "md-j=1"), (b"k=2", "md-k=2"),
-                                              (b"k=1", "md-k=2")])
-    assert round_.staged(A) == [b"k=3"]
+    assert a.commits == [([b"out-1", b"k=2", b"j=1"], 3)]
+    assert round_.tables.stored == [(b"k=2", "md-k=2"), (b"j=1", "md-j=1")]
+    assert round_.resolved == [(b"out-1", "md-out-1")]
+    assert round_.tables.changelog_records({A: 100})[0].value == b"k=3"
 
 
 def test_a_failed_commit_stores_no_table_write_and_retries_all_of_them():
@@ -159,6 +144,7 @@ def test_a_failed_commit_stores_no_table_write_and_retries_all_of_them():
     round_.stage(A, 2, b"k=2", table_key=b"k")
     assert round_.run({A: 3}) == {A: False}
     assert round_.tables.stored == [] and round_.tables.released == []
+    assert round_.tables.not_committed_records == [b"k=2"]
     assert round_.run({}) == {A: True}
     assert a.commits == [([b"k=2"], 3), ([b"k=2"], 3)]
     assert round_.tables.stored == [(b"k=2", "md-k=2")]
@@ -172,6 +158,7 @@ def test_a_partition_given_up_releases_its_table_writes_and_stores_none(failure)
     round_.stage(A, 5, b"k=2", table_key=b"k")
     assert round_.run({A: 2}) == {A: False}
     assert round_.tables.stored == [] and sorted(round_.tables.released) == [b"k=1", b"k=2"]
+    assert round_.tables.changelog_records({A: 100}) == []
 
 
 def test_partitions_of_one_round_succeed_or_fail_on_their_own():

@@ -106,6 +106,36 @@ def test_a_commit_makes_its_records_visible_with_its_offset(scenario):
     assert run.counted() == {"begun": 1, "committed": 1, "aborted": 0}
 
 
+def unread(*values: bytes, topic: str = "out") -> list[StagedRecord]:
+    """Output records whose metadata nobody reads (as a send whose future no one awaited)."""
+    records = staged(*values)
+    for record in records:
+        record.topic, record.metadata_wanted = topic, False
+    return records
+
+
+def test_only_records_whose_offsets_are_read_and_each_changelog_partitions_last_write_are_reported(scenario):
+    run = scenario()
+    changelog = [StagedRecord(topic="t-changelog", key=k, value=b"v", partition=p, timestamp_ms=None, headers=None,
+                              source_offset=1, metadata_wanted=False, write=object())
+                 for k, p in ((b"a", 0), (b"b", 0), (b"c", 1))]
+    records = [*unread(b"x", b"y"), *staged(b"read"), *changelog]
+    metadata = run.commit(records, offset=10)
+    # each report costs the producer's thread a turn of the GIL: the others are read as not asked for
+    assert [md.offset for md in metadata] == [-1, -1, 2, -1, 4, 5]
+    assert [(md.topic, md.partition) for md in metadata[:2]] == [("out", -1), ("out", -1)]
+    assert run.producer.visible == [(r.topic, r.value) for r in records]
+
+
+def test_an_unreported_record_that_failed_fails_the_commit_and_the_transaction_is_aborted(scenario):
+    run = scenario()
+    run.producer.delivery_errors[1] = error(KafkaError.MSG_SIZE_TOO_LARGE)
+    with pytest.raises(TransactionFailed, match="aborted"):
+        run.commit(unread(b"a", b"b"))
+    assert run.producer.visible == [] and "abort_transaction" in run.producer.calls
+    assert run.counted() == {"begun": 1, "committed": 0, "aborted": 1}
+
+
 def test_a_producer_learns_each_topic_once_before_its_first_record_to_it(scenario):
     # librdkafka would otherwise hold that record about a second, until its periodic topic scan
     run = scenario()

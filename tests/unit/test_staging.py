@@ -1,5 +1,5 @@
-"""Staging: records wait for the transaction of the input partition that caused them."""
-from faust_eos.staging import Source, SourceTP, StagedRecord, Staging, last_write_per_key
+"""Staging: output records wait for the transaction of the input partition that caused them."""
+from faust_eos.staging import Source, SourceTP, StagedRecord, Staging
 
 TP0 = SourceTP("payments", 0)
 TP1 = SourceTP("payments", 1)
@@ -67,21 +67,6 @@ def test_len_counts_records_staged_and_put_back_and_not_those_taken():
     assert len(staging) == 3
 
 
-def changelog(offset, key, value=None):
-    return StagedRecord(topic="counts-changelog", key=key, value=value, partition=0, timestamp_ms=None,
-                        headers=None, source_offset=offset)
-
-
-def test_last_write_per_key_keeps_every_output_and_the_last_changelog_record_of_each_key():
-    out = record(1)
-    k1, j1, k2, k_deleted = changelog(1, b"k", b"1"), changelog(1, b"j", b"1"), changelog(2, b"k", b"2"), changelog(3, b"k")
-    other_partition = StagedRecord(topic="counts-changelog", key=b"k", value=b"p1", partition=1, timestamp_ms=None,
-                                   headers=None, source_offset=2)
-    kept, replaced = last_write_per_key([k1, out, j1, k2, other_partition, k_deleted], {"counts-changelog"})
-    assert kept == [out, j1, other_partition, k_deleted]
-    assert replaced == [(k1, k_deleted), (k2, k_deleted)]
-
-
 def test_pending_lists_partitions_with_staged_records_only():
     staging = Staging()
     assert staging.pending() == set()
@@ -97,3 +82,29 @@ def test_len_counts_records_across_partitions():
     stage(staging, TP0, record(1), record(2))
     stage(staging, TP1, record(1))
     assert len(staging) == 3
+
+
+def test_a_send_s_offset_is_asked_for_only_once_its_future_is_awaited_or_given_a_callback():
+    import asyncio
+    from types import SimpleNamespace
+
+    from faust_eos.staging import OFFSET_NOT_ASKED, stage_output
+
+    async def scenario() -> None:
+        staging = Staging()
+        path = SimpleNamespace(event=object(), source=TP0, offset=5)
+        loop = asyncio.get_running_loop()
+        unread, awaited, called_back = (stage_output(staging, path, "out", b"k", v, None, None, None, loop=loop)
+                                        for v in (b"1", b"2", b"3"))
+        async def wait() -> None:
+            await awaited
+
+        waiter = asyncio.create_task(wait())
+        await asyncio.sleep(0)  # the waiter awaits the future
+        called_back.add_done_callback(lambda _: None)
+        records = staging.take(TP0, 6)
+        assert [record.needs_metadata() for record in records] == [False, True, True]
+        assert OFFSET_NOT_ASKED == -1
+        waiter.cancel()
+
+    asyncio.run(scenario())

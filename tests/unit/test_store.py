@@ -1,8 +1,9 @@
-"""The eos-rocksdb store: table writes held until their commit, committed state in RocksDB with its checkpoint.
+"""The eos-rocksdb store: table writes kept until their commit, committed state in RocksDB with its checkpoint.
 
-A real RocksDB in a temporary directory, no broker. Table writes go through the
-table as an agent makes them; the test stands in for faust-eos's producer,
-handing each changelog record to the store as the transaction manager does.
+A real RocksDB in a temporary directory, no broker. Table writes go through
+Faust's own table as an agent makes them; the test stands in for faust-eos's
+producer, handing each changelog record to the tables as the transaction
+manager does.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def test_a_write_is_read_at_once_but_reaches_rocksdb_only_with_its_commit_and_ch
         assert t.table["m1"] == 5
 
 
-def test_writes_released_without_commit_leave_the_last_committed_state(tmp_path):
+def test_writes_dropped_without_commit_leave_the_last_committed_state(tmp_path):
     t = Table(tmp_path)
     with inside_event(10):
         t.table["m1"] = 5
@@ -41,7 +42,7 @@ def test_writes_released_without_commit_leave_the_last_committed_state(tmp_path)
     with inside_event(11):
         t.table["m1"] = 6
         t.table["m2"] = 1
-    t.store.release(t.records)
+    t.drop()
     with inside_event(12):
         assert t.table["m1"] == 5 and "m2" not in t.table
     assert t.store.held() == 0
@@ -51,13 +52,15 @@ def test_a_later_write_of_a_key_stays_held_when_an_earlier_one_commits(tmp_path)
     t = Table(tmp_path)
     with inside_event(10):
         t.table["m1"] = 5
-    earlier, t.records = t.records, []
     with inside_event(11):
         t.table["m1"] = 6
-    t.store.commit(PARTITION, earlier, 7)
+    t.commit(checkpoint=7, up_to=11)  # the event at 11 is not done yet: the commit reaches event 10's write
+    assert t.on_disk("m1") == b"5"
     with inside_event(12):
         assert t.table["m1"] == 6
     assert t.store.held() == 1
+    t.commit(checkpoint=8)
+    assert t.on_disk("m1") == b"6" and t.store.held() == 0
 
 
 def test_a_delete_hides_the_key_at_once_and_removes_it_from_rocksdb_with_its_commit(tmp_path):

@@ -33,7 +33,7 @@ def test_expired_committed_entries_are_deleted_through_the_table_and_the_rest_st
         assert sweep() == 2
         assert "old-1" not in t.table and "old-2" not in t.table and t.table["new-1"] == 100
     assert swept("totals") == swept_before + 2
-    tombstones = sorted((r.key, r.value) for r in t.records)
+    tombstones = sorted((r.key, r.value) for r in t.pending())
     assert tombstones == [(t.store._encode_key("old-1"), None), (t.store._encode_key("old-2"), None)]
     t.commit(checkpoint=4)
     assert t.on_disk("old-1") is None and t.on_disk("new-1") is not None

@@ -21,7 +21,7 @@ from faust.types import TP
 
 import faust_eos
 from faust_contract_support import worker_app
-from faust_eos.staging import SourceTP, last_write_per_key
+from faust_eos.staging import SourceTP
 from store_support import inside_event
 
 CHANGELOG = "contract-totals-changelog"
@@ -77,21 +77,21 @@ def run_at_least_once(tmp_path, scenario) -> None:
 
 
 def committed(transactions: Any, offset: int) -> None:
-    """The records staged by events of payments[2] below ``offset`` commit, at changelog offsets from 100."""
-    taken = transactions.staging.take(SourceTP("payments", 2), up_to_offset=offset)
-    records, _ = last_write_per_key(taken, transactions.tables.changelog_topics)  # as a round keeps them
+    """The table writes of events of payments[2] below ``offset`` commit, at changelog offsets from 100."""
+    records = transactions.tables.changelog_records({SourceTP("payments", 2): offset})  # as a round takes them
     metadata = [RecordMetadata(r.topic, r.partition, TP(r.topic, r.partition), 100 + i, 0, 0, -1)
                 for i, r in enumerate(records)]
     transactions.tables.committed(records, metadata)
 
 
-def test_a_write_is_staged_with_its_event_encoded_as_faust_s_own_table_encodes_it(tmp_path):
+def test_a_write_is_kept_with_its_event_encoded_as_faust_s_own_table_encodes_it(tmp_path):
     async def scenario(app, table, transactions) -> None:
         with inside_event(offset=7):
             table["m1"] = Total("m1", 5)
         with inside_event(offset=8):
             faust.Table.__setitem__(table, "m2", Total("m2", 6))  # Faust's own path, for comparison
-        ours, fausts = transactions.staging.take(SourceTP("payments", 2), up_to_offset=9)
+        ours, fausts = sorted(transactions.tables.changelog_records({SourceTP("payments", 2): 9}),
+                              key=lambda record: record.source_offset)
         assert (ours.topic, ours.partition, ours.source_offset) == (CHANGELOG, 2, 7)
         assert (fausts.topic, fausts.partition, fausts.source_offset) == (CHANGELOG, 2, 8)
         assert ours.key == fausts.key.replace(b"m2", b"m1")
@@ -223,7 +223,7 @@ def test_written_keys_leave_nothing_behind_once_committed_even_when_a_later_writ
             table["p2"] = 1.5
             del table["p2"]
         committed(transactions, offset=8)
-        assert table.data.written.kept(2) == 0 and table.data.held() == 0
+        assert table.data.held() == 0
         with inside_event(offset=8):
             assert table["p1"] == 3.5 and "p2" not in table
 
@@ -298,7 +298,7 @@ def test_a_delete_stages_a_tombstone_and_hides_the_committed_value_until_it_comm
         with inside_event(offset=2):
             del table["m1"]
             assert "m1" not in table and table.get("m1") is None
-        [tombstone] = transactions.staging.take(SourceTP("payments", 2), up_to_offset=3)
+        [tombstone] = transactions.tables.changelog_records({SourceTP("payments", 2): 3})
         assert (tombstone.key, tombstone.value, tombstone.source_offset) == (table.data.raw_key("m1"), None, 2)
 
     run(tmp_path, scenario)
@@ -354,7 +354,7 @@ def write_windowed_counting_faust_sends(table: Any, transactions: Any, value: To
 def test_a_windowed_table_writes_through_faust_s_own_path(tmp_path):
     async def scenario(app, table, transactions) -> None:
         sent = write_windowed_counting_faust_sends(table, transactions, Total("m1", 5))
-        assert len(sent) == 1 and transactions.staging.pending() == {SourceTP("payments", 2)}
+        assert len(sent) == 1 and transactions.tables.held() == 1
 
     run(tmp_path, scenario)
 

@@ -1,57 +1,39 @@
 """Which table writes exactly-once can commit: each table partition is written from one input partition."""
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import weakref
-from types import SimpleNamespace
-from typing import Iterator
-
 import faust
 import pytest
-from faust.streams import _current_event
 
-from faust_contract_support import worker_app
 from faust_eos import StoreRefused
+from faust_eos.staging import SourceTP, staged_record
 from faust_eos.table_state import TableState
-
-CHANGELOG = "contract-counts-changelog"
-
-
-class Event:
-    def __init__(self, topic: str, partition: int, offset: int) -> None:
-        self.message = SimpleNamespace(topic=topic, partition=partition, offset=offset)
+from store_support import PARTITION, Table, event_loop_for_faust  # noqa: F401 (an autouse fixture)
 
 
-@contextlib.contextmanager
-def inside_event(topic: str, partition: int, offset: int) -> Iterator[None]:
-    event = Event(topic, partition, offset)
-    token = _current_event.set(weakref.ref(event))
-    try:
-        yield
-    finally:
-        _current_event.reset(token)
+def write_from(t: Table, tables: TableState, source: SourceTP, offset: int) -> None:
+    """A write of key k to table partition 2 by the event at ``offset`` of ``source``."""
+    tables.hold(staged_record(t.table.changelog_topic.get_topic_name(), b"k", b"v", PARTITION, None, None, offset),
+                source)
 
 
-def test_a_table_partition_written_from_a_second_input_partition_is_refused():
-    async def scenario() -> None:
-        manager = worker_app().consumer.transactions
-        manager._changelog_topics = frozenset({CHANGELOG})
-        held = []
-        manager.tables.hold = held.append
+def test_under_exactly_once_a_table_partition_written_from_a_second_input_partition_is_refused(tmp_path):
+    t = Table(tmp_path)
+    write_from(t, t.tables, SourceTP("orders", 2), 1)
+    write_from(t, t.tables, SourceTP("orders", 2), 2)  # the same input partition again: fine
+    with pytest.raises(StoreRefused, match=r"contract-totals-changelog\[2\] is written by events of orders\[2\] "
+                                           r"and of refunds\[2\]"):
+        write_from(t, t.tables, SourceTP("refunds", 2), 3)
+    assert t.store.held() == 2
 
-        def write(topic: str, offset: int) -> None:
-            with inside_event(topic, 0, offset):
-                manager.stage(CHANGELOG, b"k", b"v", 0, None, None, lambda md: None)
 
-        write("orders", 1)
-        write("orders", 2)  # the same input partition again: fine
-        with pytest.raises(StoreRefused, match=r"contract-counts-changelog\[0\] is written by events of orders\[0\] "
-                                               r"and of refunds\[0\]"):
-            write("refunds", 3)
-        assert len(held) == 2
-
-    asyncio.run(scenario())
+def test_under_at_least_once_a_table_partition_may_be_written_from_two_input_partitions(tmp_path):
+    t = Table(tmp_path)
+    tables = TableState([t.table])
+    write_from(t, tables, SourceTP("orders", 2), 1)
+    write_from(t, tables, SourceTP("refunds", 2), 7)
+    assert [r.source_offset for r in tables.changelog_records({SourceTP("refunds", 2): 9})] == [7]
+    # each input partition's commit carries its own events' newest write
+    assert [r.source_offset for r in tables.changelog_records({SourceTP("orders", 2): 9})] == [1]
 
 
 @pytest.mark.parametrize("options", [{"use_partitioner": True}], ids=["use_partitioner"])

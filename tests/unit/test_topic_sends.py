@@ -14,7 +14,7 @@ from faust.types import TP
 
 import faust_eos
 from faust_contract_support import worker_app
-from faust_eos.staging import SourceTP
+from faust_eos.staging import SourceTP, resolve
 from store_support import inside_event
 
 
@@ -53,7 +53,7 @@ def test_a_send_inside_an_event_is_staged_with_it_as_faust_encodes_it_and_faust_
             assert (record.topic, record.partition, record.source_offset) == ("totals", 4, 7)
             assert (record.key, record.value) == (expected.key, expected.value)
             assert sensor.seen == [("initiated", "totals", expected.key, len(expected.key), len(expected.value))]
-            record.on_committed(RecordMetadata("totals", 4, TP("totals", 4), 31, 0, 0, -1))  # its transaction commits
+            resolve([record], [RecordMetadata("totals", 4, TP("totals", 4), 31, 0, 0, -1)])  # its transaction commits
             assert (await committed).offset == 31
             await asyncio.sleep(0)  # the future's callbacks run on the loop's next turn
             assert sensor.seen[-1] == ("completed", "state", 31)
@@ -73,7 +73,7 @@ def test_under_at_least_once_a_send_inside_an_event_is_held_with_it_and_outside_
                 committed = await topic.send(key="m1", value=Total("m1", 5), partition=4)
             [record] = held.staging.take(SourceTP("payments", 2), up_to_offset=8)
             assert (record.topic, record.partition, record.source_offset) == ("totals", 4, 7)
-            record.on_committed(RecordMetadata("totals", 4, TP("totals", 4), 31, 0, 0, -1))  # its offset commits
+            resolve([record], [RecordMetadata("totals", 4, TP("totals", 4), 31, 0, 0, -1)])  # its offset commits
             assert (await committed).offset == 31
             assert app.consumer.staging_for_sends() is None  # outside any event: sent at once, Faust's way
         finally:
