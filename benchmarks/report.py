@@ -77,6 +77,15 @@ def headline(summary: dict, references: dict) -> list[str]:
             f"{_n(entry['exactly_once']['latency_ms.p99']['median'])} ms vs "
             f"{_n(entry['at_least_once']['latency_ms.p99']['median'])} ms."
         )
+    for key in sorted(k for k in sweep if "stock_faust" in summary[k]):
+        stock, eos = summary[key]["stock_faust"], summary[key]["exactly_once"][THROUGHPUT]["median"]
+        lines.append(
+            f"* **Stock Faust, {interval_text(key[0])} commit interval** (`kafka://`, at_least_once, the same two "
+            f"hops without windows or dead letters: `benchmarks/stock_faust.py`): {_s(stock[THROUGHPUT])} events/s, "
+            f"p50 / p99 latency {_n(stock['latency_ms.p50']['median'])} / {_n(stock['latency_ms.p99']['median'])} ms, "
+            f"{_n(stock['cpu.worker_s_per_1k_events']['median'], 2)} worker CPU s per 1,000 events; faust-eos "
+            f"exactly_once drains {_n(ratio(eos, stock[THROUGHPUT]['median']), 2)}× its rate"
+            + ("." if stock["counts_match"] else " (its counts did not all match reconcile's)."))
     for key in sorted(k for k in summary if k not in sweep):
         entry = summary[key]
         lines.append(f"* **{point_label(key)}**: overhead {_pct(entry['throughput_overhead_pct'])}, p50 latency "

@@ -21,7 +21,7 @@ from typing import Any, Optional
 import config
 from benchmarks import longtx, profile, reference, report
 from benchmarks.measure import machine
-from benchmarks.pipeline import Point, Workload, run_point
+from benchmarks.pipeline import STOCK_FAUST, Point, Workload, run_point
 from config import REPO_ROOT, settings
 from tools import broker
 
@@ -50,10 +50,12 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=_ints, default=[6], metavar="N,...", help="partition counts (default 6)")
     parser.add_argument("--workers", type=_ints, default=[1, 2], metavar="N,...", help="worker counts (default 1,2)")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each point and guarantee (default 2)")
-    parser.add_argument("--latency-rate", type=float, default=300.0, help="latency phase load, events/s (default 300)")
+    parser.add_argument("--latency-rate", type=float, default=2000.0,
+                        help="latency phase load, events/s (default 2000, about half of what one worker drains)")
     parser.add_argument("--latency-seconds", type=float, default=15.0, help="latency phase length (default 15)")
-    parser.add_argument("--throughput-events", type=int, default=20_000,
-                        help="throughput phase backlog, input records (default 20000)")
+    parser.add_argument("--throughput-events", type=int, default=50_000,
+                        help="throughput phase backlog, input records (default 50000: the last commit's "
+                             "tail a small part of the drain)")
     parser.add_argument("--warmup-events", type=int, default=500, help="unmeasured warm-up events (default 500)")
     parser.add_argument("--reference-seconds", type=float, default=3.0,
                         help="length of each reference producer measurement (default 3)")
@@ -61,6 +63,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                         help="transactional producer reference: records per transaction (default 10,100,1000)")
     parser.add_argument("--no-long-transaction", dest="long_transaction", action="store_false",
                         help="skip the long-transaction scenario")
+    parser.add_argument("--no-stock-faust", dest="stock_faust", action="store_false",
+                        help="skip the stock Faust reference line (benchmarks/stock_faust.py), run at each "
+                             "commit interval")
     parser.add_argument("--no-profile", dest="profile", action="store_false",
                         help="skip the profiled runs (one per guarantee at the first point, with py-spy)")
     parser.add_argument("--stall-timeout-ms", type=int, default=20_000,
@@ -160,8 +165,11 @@ def main(argv: Optional[list[str]] = None) -> int:
                         latency_seconds=args.latency_seconds, throughput_events=args.throughput_events,
                         seed=args.seed)
     modes = ["manual"] if args.quick else ["timeout", "manual"]
-    steps = (args.repeats * (len(plan) * len(GUARANTEES) + len(args.record_sizes)) + len(modes) * args.long_transaction
-             + len(GUARANTEES) * args.profile)
+    first = plan[0]
+    stock_points = [p for p in plan if (p.record_bytes, p.partitions, p.workers)  # the commit-interval sweep
+                    == (first.record_bytes, first.partitions, first.workers)] if args.stock_faust else []
+    steps = (args.repeats * (len(plan) * len(GUARANTEES) + len(args.record_sizes) + len(stock_points))
+             + len(modes) * args.long_transaction + len(GUARANTEES) * args.profile)
     progress = Progress(steps)
     results: dict[str, Any] = {
         "meta": {
@@ -179,7 +187,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                                   "window_seconds": settings.window_seconds,
                                   "session_timeout_s": settings.session_timeout_s},
         },
-        "pipeline": [], "reference": [], "long_transaction": [], "profiles": [], "failures": [],
+        "pipeline": [], "reference": [], "stock_faust": [], "long_transaction": [], "profiles": [], "failures": [],
     }
 
     def save() -> None:
@@ -210,6 +218,19 @@ def main(argv: Optional[list[str]] = None) -> int:
                 progress.done(f"{result['throughput']['drain_events_per_s'] or 0:,.0f} events/s, "
                               f"p50 {result['latency_ms']['p50'] or 0:,.0f} ms, counts match reconcile: "
                               f"{result['counts']['match']}")
+        for point in stock_points:
+            progress.begin(f"repeat {repeat + 1}, stock Faust reference, {point.label}")
+            try:
+                result = run_point(point, STOCK_FAUST, workload, work_dir, progress)
+            except Exception as exc:
+                results["failures"].append({"repeat": repeat, "guarantee": STOCK_FAUST, "point": asdict(point),
+                                            "error": f"{type(exc).__name__}: {exc}"})
+                progress.done(f"FAILED: {exc}")
+            else:
+                results["stock_faust"].append({**result, "repeat": repeat})
+                progress.done(f"{result['throughput']['drain_events_per_s'] or 0:,.0f} events/s, counts match "
+                              f"reconcile: {result['counts']['match']}")
+            save()
     if args.profile:
         for guarantee in GUARANTEES:
             progress.begin(f"profiled run, {guarantee}, {plan[0].label}")

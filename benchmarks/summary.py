@@ -13,6 +13,8 @@ from benchmarks import stats
 THROUGHPUT = "throughput.drain_events_per_s"
 GUARANTEES = ("at_least_once", "exactly_once")
 SHORT = {"at_least_once": "ALO", "exactly_once": "EOS"}
+#: what the report shows of the stock Faust reference line
+STOCK_METRICS = (THROUGHPUT, "latency_ms.p50", "latency_ms.p99", "cpu.worker_s_per_1k_events", "worker_peak_rss_mb")
 
 
 def point_key(point: dict) -> tuple:
@@ -61,6 +63,11 @@ def summarise(results: dict) -> dict:
         entry["cdf"] = {g: _median_run(runs.get(g, []), "latency_ms.p50")["latency_ms"]["cdf"]
                         for g in GUARANTEES if runs.get(g)}
         entry["runs"] = {g: len(runs.get(g, [])) for g in GUARANTEES}
+        stock = [r for r in results.get("stock_faust", []) if point_key(r["point"]) == key]
+        if stock:  # the reference line: stock Faust on the same two hops
+            entry["stock_faust"] = {m: stats.spread([get(r, m) for r in stock]) for m in STOCK_METRICS}
+            entry["stock_faust"]["runs"] = len(stock)
+            entry["stock_faust"]["counts_match"] = all(r["counts"]["match"] for r in stock)
         summary[key] = entry
     return summary
 

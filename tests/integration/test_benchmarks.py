@@ -56,6 +56,15 @@ def test_reference_lines_are_measured(quick_run):
     assert reference["transactional"] and all(t["transactions"] > 0 for t in reference["transactional"])
 
 
+def test_stock_faust_drains_the_same_backlog_to_the_same_counts(quick_run):
+    out, results = quick_run
+    (stock,) = results["stock_faust"]
+    assert stock["throughput"]["drain_events_per_s"] > 0 and set(stock["exit_codes"].values()) == {0}
+    assert stock["counts"]["visible_events"] == stock["counts"]["reconcile_counted_events"] > 0
+    assert stock["counts"]["visible_updates"] == stock["counts"]["reconcile_total_updates"]
+    assert "Stock Faust, 100 ms commit interval" in (out / "report.md").read_text()
+
+
 def test_each_guarantee_has_a_profiled_run_whose_samples_are_the_event_loop_s(quick_run):
     out, results = quick_run
     assert sorted(run["guarantee"] for run in results["profiles"]) == ["at_least_once", "exactly_once"]
