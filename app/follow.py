@@ -65,9 +65,10 @@ class Follower:
         self.resumed = self.state.load(state_path)
         self.topics = (settings.input_topic, settings.by_merchant_topic, settings.totals_topic)
         client = settings.kafka_client()
-        self.reader = Consumer({**client, "group.id": f"{settings.app_id}-reconcile-follow",
-                                "enable.auto.commit": False, "isolation.level": "read_committed",
-                                "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+        self._reader_config = {**client, "group.id": f"{settings.app_id}-reconcile-follow",
+                               "enable.auto.commit": False, "isolation.level": "read_committed",
+                               "enable.partition.eof": True, "auto.offset.reset": "earliest"}
+        self.reader = Consumer(self._reader_config)
         # Reads the pipeline group's committed offsets; never joins the group. Not read_committed: that
         # asks for stable offsets, which wait for every pending transactional offset commit, and after a
         # broker restart one can stay pending for a long time. Without it, a pending commit's offsets are
@@ -112,11 +113,15 @@ class Follower:
         return found
 
     def reset(self) -> None:
-        """After a failed round: back to the saved state, read again from its positions."""
+        """After a failed round: back to the saved state, read again from its positions by a new reader."""
         state = FollowState(**self._state_settings)
         state.load(self.state_path)
         with self.lock:
             self.state = state
+        # A new reader: after broker restarts, librdkafka's reader once logged partitions and leaders it
+        # made up ("leader-1827340288 not found in cache") and never again read one partition to its end.
+        self.reader.close()
+        self.reader = Consumer(self._reader_config)
         self._assignment = []
         self._judged_against = None
 
