@@ -100,26 +100,31 @@ class PlainProducer:
         self._known_topics: set[str] = set()  # topics self._producer holds metadata for
         self._generation = 0  # how many times the producer was replaced
         self._thread = CallThread("eos-at-least-once")
+        self._one_at_a_time = asyncio.Lock()
         self._closed = False
 
     async def deliver(self, records: Sequence[StagedRecord]) -> list[RecordMetadata]:
         """Produce ``records``; their metadata once each is acknowledged. Raises :class:`KafkaException`.
 
         The records are handed to the producer on its thread; their delivery
-        reports are served here, on the event loop. Served on the producer's
-        thread (by a flush), each of them takes the GIL from the busy event loop
-        one at a time, and a commit of many records takes seconds.
+        reports are served here, on the event loop, each poll serving all that
+        arrived since the last. Served on the producer's thread (by a flush),
+        each of them took the GIL from the busy event loop one at a time, and a
+        commit of many records took seconds. One delivery at a time: the
+        producer's thread must not serve reports, nor replace the producer,
+        while the loop serves them.
         """
-        if self._closed:  # the worker is stopping: what is still held is processed again at its next start
-            raise KafkaException(KafkaError(KafkaError._DESTROY, "the at-least-once producer is closed"))
-        generation, deliveries = await asyncio.wrap_future(self._thread.submit(self._send, records))
-        try:
-            await self._serve_reports(deliveries)
-            return deliveries.metadata(self._timeout_s)
-        except KafkaException as exc:
-            if exc.args[0].fatal():  # an idempotent producer that lost its sequence cannot go on: a fresh one
-                self._thread.submit(self._renew, generation, exc)
-            raise
+        async with self._one_at_a_time:
+            if self._closed:  # the worker is stopping: what is still held is processed again at its next start
+                raise KafkaException(KafkaError(KafkaError._DESTROY, "the at-least-once producer is closed"))
+            generation, deliveries = await asyncio.wrap_future(self._thread.submit(self._send, records))
+            try:
+                await self._serve_reports(deliveries)
+                return deliveries.metadata(self._timeout_s)
+            except KafkaException as exc:
+                if exc.args[0].fatal():  # an idempotent producer that lost its sequence cannot go on: a fresh one
+                    self._thread.submit(self._renew, generation, exc)
+                raise
 
     def _send(self, records: Sequence[StagedRecord]) -> tuple[int, Deliveries]:
         try:

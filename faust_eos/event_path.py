@@ -3,7 +3,7 @@
 An agent handed a batch (:mod:`faust_eos.batches`) sends and writes to tables
 hundreds of times inside one Faust event. Where those records are staged,
 the input partition they belong to and which of Faust's sensors want to hear
-of them are the same for all of them: :func:`event_path` works them out at
+of them are the same for all of them: :meth:`EventPaths.current` works them out at
 the event's first operation and hands the same answer to the rest.
 """
 from __future__ import annotations

@@ -63,7 +63,7 @@ def send_all(producer: Producer, records: Sequence[StagedRecord], timeout_s: flo
 
     ``known_topics`` are the topics this producer holds metadata for; the others
     are learnt first, and added once learnt. Raises :class:`KafkaException` if
-    learning failed. ``on_step`` is told each step as it begins. Blocking: run it
+    learning failed, or if the local queue stayed full for ``timeout_s``. ``on_step`` is told each step as it begins. Blocking: run it
     on the producer's thread.
 
     Without ``report_every_record`` (inside a transaction, whose commit fails if
@@ -77,7 +77,7 @@ def send_all(producer: Producer, records: Sequence[StagedRecord], timeout_s: flo
         on_step(f"list_topics {topic}")
         if _learn_topic(producer, topic, timeout_s):
             known_topics.add(topic)
-    deliveries = Deliveries(records, range(len(records)) if report_every_record else _reported(records))
+    deliveries = Deliveries(records, range(len(records)) if report_every_record else reported_indexes(records))
     on_step("produce")
     drained_by = time.monotonic() + timeout_s  # back-pressure: one bounded wait per call
     for index, record in enumerate(records):
@@ -132,7 +132,7 @@ class Deliveries:
         return [md if md is not None else _not_asked(record) for md, record in zip(self._delivered, self._records)]
 
 
-def _reported(records: Sequence[StagedRecord]) -> list[int]:
+def reported_indexes(records: Sequence[StagedRecord]) -> list[int]:
     """The records whose delivery must be reported: those whose metadata is read, and the last table
     write of each changelog partition."""
     last_write: dict[tuple[str, Optional[int]], int] = {}

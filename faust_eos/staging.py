@@ -27,14 +27,6 @@ from faust_eos.errors import wait_inside_event_refused
 UNBOUND = -1
 
 
-class Source(NamedTuple):
-    """Input topic-partition and offset of the event that caused a record."""
-
-    topic: str
-    partition: int
-    offset: int
-
-
 class SourceTP(NamedTuple):
     topic: str
     partition: int
@@ -97,10 +89,6 @@ class Staging:
     def add_at(self, source: SourceTP, record: StagedRecord) -> None:
         """Stage ``record``, caused by an event of input partition ``source``."""
         self._by_tp[source].append(record)
-        self._count += 1
-
-    def add(self, source: Source, record: StagedRecord) -> None:
-        self._by_tp[SourceTP(source.topic, source.partition)].append(record)
         self._count += 1
 
     def take(self, tp: SourceTP, up_to_offset: int) -> list[StagedRecord]:
@@ -191,8 +179,8 @@ class CommitFuture(asyncio.Future):
 
     Its record's offset is asked of the producer only if, by the time the record
     is produced, the future was awaited or given a callback (:attr:`observed`);
-    otherwise it resolves with the record's topic and partition and an offset
-    of -1 (:data:`OFFSET_NOT_ASKED`).
+    otherwise it resolves with the record's topic, its partition (-1 where the
+    producer's partitioner chose it) and an offset of -1 (:data:`OFFSET_NOT_ASKED`).
     """
 
     def __init__(self, *, loop: asyncio.AbstractEventLoop, sent_in: Any = None) -> None:

@@ -1,14 +1,14 @@
 """``eos-rocksdb://``: a RocksDB table store that holds only committed state.
 
 A table write under faust-eos lives in memory until the transaction that
-carries its changelog record commits; reads see it at once, and a plain value
-(a str, int, float or bool) is read as written rather than decoded again
-(:meth:`Store.remember_write`). After the commit
-the partition's writes (the last one per key) go to RocksDB as one write batch,
-together with the checkpoint: the changelog offset that the database now
-reflects. A transaction that aborts, is fenced or is lost just releases its
-writes, so the database never holds an effect that did not commit, and a
-restore reads only the changelog past the checkpoint.
+carries its changelog record commits (:class:`faust_eos.table_writes.TableWrites`);
+reads see it at once, and a plain value is read as written rather than decoded
+again. After the commit the partition's writes (the last one per key) go to
+RocksDB as one write batch, together with the checkpoint: the changelog offset
+that the database now reflects. Writes whose transaction failed wait for the
+next commit; those of a partition given up (fenced, revoked) are dropped. So
+the database never holds an effect that did not commit, and a restore reads
+only the changelog past the checkpoint.
 
 A restore skips Faust's per-record dispatch: of each fetched changelog batch
 only the last record goes through Faust's recovery, and the store applies the

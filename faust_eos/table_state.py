@@ -122,8 +122,10 @@ class TableState:
             if sources.isdisjoint(up_to):
                 continue
             for raw_key, write in self.stores[topic].writes.committable(partition, up_to):
+                # the offset is read of each changelog partition's last record only (the checkpoint),
+                # unless Faust's own table path waits on it
                 records.append(StagedRecord(topic, raw_key, write.raw, partition, None, None, write.offset,
-                                            write=write))
+                                            metadata_wanted=write.callbacks is not None, write=write))
         self._unbound.difference_update(up_to)
         return records
 

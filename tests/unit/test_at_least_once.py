@@ -12,7 +12,7 @@ from faust.types import TP
 
 from faust_eos.at_least_once import UNWRITABLE, HeldSends, PlainProducer
 from faust_eos.errors import OutputNotWritten
-from faust_eos.staging import Source, SourceTP, staged_record
+from faust_eos.staging import SourceTP, staged_record
 from tests.unit.fakes import FakeProducer, FakeTables, error
 
 CHANGELOG = "app-counts-changelog"
@@ -46,8 +46,8 @@ def held(delivery: FakeDelivery, max_held: int = 100, on_full=lambda: None) -> t
     resolved: list[tuple[bytes, int]] = []
     for offset, key, value in [(1, b"k", b"k=1"), (2, b"j", b"j=1"), (3, b"k", b"k=2"), (7, b"k", b"k=3")]:
         tables.write(SOURCE, offset, key, value)
-        sends.staging.add(Source(PAYMENTS.topic, PAYMENTS.partition, offset),
-                          staged_record(OUTPUT, key, b"out-" + value, 0, None, None, offset,
+        sends.staging.add_at(SOURCE,
+                             staged_record(OUTPUT, key, b"out-" + value, 0, None, None, offset,
                                         lambda md, v=value: resolved.append((v, md.offset))))
     return sends, tables, resolved
 
@@ -82,7 +82,7 @@ def test_a_commit_of_table_writes_alone_or_outputs_alone_makes_one_call():
     sends = HeldSends(tables, delivery, lambda: None, 100)
     tables.write(SOURCE, 1, b"k", b"k=1")
     asyncio.run(sends.write_up_to({PAYMENTS: 2}))
-    sends.staging.add(Source(PAYMENTS.topic, PAYMENTS.partition, 2), staged_record(OUTPUT, b"k", b"o", 0, None, None, 2))
+    sends.staging.add_at(SOURCE, staged_record(OUTPUT, b"k", b"o", 0, None, None, 2))
     asyncio.run(sends.write_up_to({PAYMENTS: 3}))
     assert delivery.calls == [[b"k=1"], [b"o"]]
 

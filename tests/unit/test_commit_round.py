@@ -10,7 +10,7 @@ from prometheus_client import REGISTRY
 from fakes import FakeTables, FakeTransaction
 from faust_eos.commit import PartitionCommits
 from faust_eos.errors import LocalStateNotWritten
-from faust_eos.staging import Source, SourceTP, StagedRecord, Staging
+from faust_eos.staging import SourceTP, StagedRecord, Staging
 from faust_eos.transaction import ProducerFenced, TransactionFailed, TransactionStuck
 
 A, B = SourceTP("payments", 0), SourceTP("payments", 1)
@@ -42,7 +42,7 @@ class Round:
 
         record = StagedRecord(topic="out", key=None, value=value, partition=tp.partition, timestamp_ms=None,
                               headers=None, source_offset=offset, on_committed=resolve)
-        self.staging.add(Source(tp.topic, tp.partition, offset), record)
+        self.staging.add_at(SourceTP(tp.topic, tp.partition), record)
 
     def run(self, offsets: dict[SourceTP, int]) -> dict[SourceTP, bool]:
         return asyncio.run(self.commits.run(offsets))

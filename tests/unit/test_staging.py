@@ -1,5 +1,5 @@
 """Staging: output records wait for the transaction of the input partition that caused them."""
-from faust_eos.staging import Source, SourceTP, StagedRecord, Staging
+from faust_eos.staging import SourceTP, StagedRecord, Staging
 
 TP0 = SourceTP("payments", 0)
 TP1 = SourceTP("payments", 1)
@@ -12,7 +12,7 @@ def record(offset, name=None):
 
 def stage(staging, tp, *records):
     for r in records:
-        staging.add(Source(tp.topic, tp.partition, r.source_offset), r)
+        staging.add_at(SourceTP(tp.topic, tp.partition), r)
 
 
 def values(records):

@@ -5,6 +5,7 @@ import faust
 import pytest
 
 from faust_eos import StoreRefused
+from faust_eos.produce import reported_indexes
 from faust_eos.staging import SourceTP, staged_record
 from faust_eos.table_state import TableState
 from store_support import PARTITION, Table, event_loop_for_faust  # noqa: F401 (an autouse fixture)
@@ -42,3 +43,21 @@ def test_a_table_that_writes_other_partitions_than_its_events_is_refused(tmp_pat
     app.Table("routed", default=int, **options)
     with pytest.raises(StoreRefused, match="table 'routed' writes keys to partitions other than its event's"):
         TableState(app.tables.values())
+
+
+def test_of_a_changelog_partition_only_the_last_record_has_its_delivery_reported_inside_a_transaction(tmp_path):
+    t = Table(tmp_path)
+    for offset, key in enumerate((b"a", b"b", b"c")):
+        t.tables.write(t.store, PARTITION, key, offset, str(offset).encode(), SourceTP("orders", 2), offset)
+    records = t.tables.changelog_records({SourceTP("orders", 2): 9})
+    assert len(records) == 3 and not any(record.needs_metadata() for record in records)
+    assert reported_indexes(records) == [2]  # its offset is the partition's new checkpoint
+
+
+def test_a_write_by_faust_s_own_table_path_has_its_delivery_reported_for_the_future_faust_waits_on(tmp_path):
+    t = Table(tmp_path)
+    tables = TableState([t.table])
+    tables.hold(staged_record(t.table.changelog_topic.get_topic_name(), b"k", b"v", PARTITION, None, None, 1,
+                              lambda metadata: None), SourceTP("orders", 2))
+    (record,) = tables.changelog_records({SourceTP("orders", 2): 9})
+    assert record.needs_metadata()
