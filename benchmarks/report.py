@@ -58,7 +58,7 @@ def write(results: dict, report_path: Path, plot_dir: Path) -> None:
     report_path.write_text("\n".join(_markdown(results, summary, references, {k: f"{rel}/{v}" for k, v in {**plots, "results": "results.json"}.items()})) + "\n")
 
 
-def headline(summary: dict, references: dict) -> list[str]:
+def headline(summary: dict, references: dict, latency_rate: Optional[float] = None) -> list[str]:
     """The findings in a few lines: overhead per commit interval, latency cost, distance to the limits."""
     lines = []
     base = min(summary, key=lambda k: (k[1], k[2], k[3], k[0])) if summary else None
@@ -85,7 +85,10 @@ def headline(summary: dict, references: dict) -> list[str]:
             f"p50 / p99 latency {_n(stock['latency_ms.p50']['median'])} / {_n(stock['latency_ms.p99']['median'])} ms, "
             f"{_n(stock['cpu.worker_s_per_1k_events']['median'], 2)} worker CPU s per 1,000 events; faust-eos "
             f"exactly_once drains {_n(ratio(eos, stock[THROUGHPUT]['median']), 2)}× its rate"
-            + ("." if stock["counts_match"] else " (its counts did not all match reconcile's)."))
+            + ("" if stock["counts_match"] else " (its counts did not all match reconcile's)")
+            + (f"; the latency phase's {latency_rate:,.0f} events/s are more than it drains, so its latency is "
+               f"the wait in a growing queue." if latency_rate and (stock[THROUGHPUT]["median"] or 0) < latency_rate
+               else "."))
     for key in sorted(k for k in summary if k not in sweep):
         entry = summary[key]
         lines.append(f"* **{point_label(key)}**: overhead {_pct(entry['throughput_overhead_pct'])}, p50 latency "
@@ -165,7 +168,7 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     yield ""
     yield "## Findings"
     yield ""
-    yield from headline(summary, references)
+    yield from headline(summary, references, results["meta"]["workload"]["latency_rate"])
     yield ""
     yield ("An overhead is how much lower exactly_once's throughput is than at_least_once's (negative: "
            "exactly_once was faster). Both guarantees run the same code: every record an event sends, output or "
