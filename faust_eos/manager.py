@@ -387,7 +387,13 @@ class TransactionManager(FaustTransactionManager):
         return self._new_transaction(None, outside_transactional_id(self.app.conf.id, worker))
 
     async def _in_thread(self, fn: Any, *args: Any) -> Any:
-        return await self.loop.run_in_executor(self._threads, fn, *args)
+        try:
+            call = self.loop.run_in_executor(self._threads, fn, *args)
+        except RuntimeError:  # the threads are shut down: the worker stops
+            if self.should_stop:  # a rebalance still running ends here, instead of crashing the stopping app
+                raise asyncio.CancelledError() from None
+            raise
+        return await call
 
 
 def transaction_timeout_ms(broker_urls: Iterable[Any]) -> int:
