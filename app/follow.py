@@ -68,15 +68,9 @@ class Follower:
         self._reader_config = {**client, "group.id": f"{settings.app_id}-reconcile-follow",
                                "enable.auto.commit": False, "isolation.level": "read_committed",
                                "enable.partition.eof": True, "auto.offset.reset": "earliest"}
-        self.reader = Consumer(self._reader_config)
-        # Reads the pipeline group's committed offsets; never joins the group. Not read_committed: that
-        # asks for stable offsets, which wait for every pending transactional offset commit, and after a
-        # broker restart one can stay pending for a long time. Without it, a pending commit's offsets are
-        # not shown yet: the offsets read are never ahead of what committed, which is all missing needs.
-        self.group_offsets = Consumer({**client, "group.id": settings.app_id, "enable.auto.commit": False})
+        self._open_clients()
         self.input_ends: dict[int, int] = {}
         self.last_round_s: Optional[float] = None
-        self.end_offsets = WatermarkReader(client, f"{settings.app_id}-reconcile-follow", timeout_s=OFFSETS_TIMEOUT_S)
         #: the group offsets of an earlier round and the outputs' high watermarks just after: what
         #: missing events are judged against, once the outputs' LSO has reached those
         self._judged_against: Optional[tuple[dict[Partition, int], dict[Partition, int]]] = None
@@ -118,12 +112,29 @@ class Follower:
         state.load(self.state_path)
         with self.lock:
             self.state = state
-        # A new reader: after broker restarts, librdkafka's reader once logged partitions and leaders it
-        # made up ("leader-1827340288 not found in cache") and never again read one partition to its end.
-        self.reader.close()
-        self.reader = Consumer(self._reader_config)
+        # New clients: after broker restarts, librdkafka clients once logged partitions and leaders they made
+        # up ("leader-1827340288 not found in cache"), and then never again read one partition to its end,
+        # or never again answered for its end offset.
+        self._close_clients()
+        self._open_clients()
         self._assignment = []
         self._judged_against = None
+
+    def _open_clients(self) -> None:
+        client = self.settings.kafka_client()
+        self.reader = Consumer(self._reader_config)
+        # Reads the pipeline group's committed offsets; never joins the group. Not read_committed: that
+        # asks for stable offsets, which wait for every pending transactional offset commit, and after a
+        # broker restart one can stay pending for a long time. Without it, a pending commit's offsets are
+        # not shown yet: the offsets read are never ahead of what committed, which is all missing needs.
+        self.group_offsets = Consumer({**client, "group.id": self.settings.app_id, "enable.auto.commit": False})
+        self.end_offsets = WatermarkReader(client, f"{self.settings.app_id}-reconcile-follow",
+                                           timeout_s=OFFSETS_TIMEOUT_S)
+
+    def _close_clients(self) -> None:
+        self.reader.close()
+        self.group_offsets.close()
+        self.end_offsets.close()
 
     def _partitions(self) -> list[Partition]:
         metadata = self.reader.list_topics(timeout=OFFSETS_TIMEOUT_S)

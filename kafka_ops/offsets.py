@@ -100,3 +100,7 @@ class WatermarkReader:
                 continue
             offsets[(topic, partition)] = end
         return offsets
+
+    def close(self) -> None:
+        for consumer in self._consumers.values():
+            consumer.close()
