@@ -17,16 +17,22 @@ through the same steps, numbered in :meth:`PartitionCommits._commit_partition`:
    * :class:`TransactionFailed` (aborted, nothing visible): the outputs are
      put back, the table writes stay, and the offset is committed again at the
      next round;
-   * :class:`ProducerFenced` or :class:`TransactionStuck`: the partition is
-     given up: its staged records, its table writes and its producer are
-     dropped (the stores still hold the last committed state) and the group is
-     asked to rebalance, so whoever claims it next starts from its last
-     committed offset.
+   * :class:`ProducerFenced` or :class:`TransactionStuck`, or any other way
+     the commit ends (cancelled, an unexpected error: its outcome is unknown):
+     the partition is given up: its staged records, its table writes and its
+     producer are dropped (the stores still hold the last committed state) and
+     the group is asked to rebalance, so whoever claims it next starts from
+     its last committed offset. Outputs and table writes are always dropped or
+     kept together: a later commit must never carry writes without the outputs
+     of the same events;
+   * a partition given up while its transaction ran (revoked meanwhile) has
+     nothing left to put back when that transaction fails.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from typing import Callable, Mapping, MutableMapping, Protocol, Sequence
 
 from aiokafka.structs import RecordMetadata
@@ -76,6 +82,9 @@ class PartitionCommits:
         self._request_rejoin = request_rejoin
         #: offsets whose commit failed, committed again at the next round
         self.retries: dict[SourceTP, int] = {}
+        #: how often each partition was given up: a commit that failed after its partition was given up
+        #: meanwhile (revoked while the transaction ran) has nothing left to retry
+        self._give_ups: Counter[SourceTP] = Counter()
 
     def settled(self) -> bool:
         """True if no commit waits for a retry."""
@@ -98,11 +107,14 @@ class PartitionCommits:
         # 2. Exactly the records caused by the events being committed; of a table key, the newest write.
         outputs = self.staging.take(tp, offset)
         table_records = self.tables.changelog_records({tp: offset})
+        give_ups_before = self._give_ups[tp]
         # 3. One transaction: the records, then the offset.
         try:
             metadata = await transaction.commit(outputs + table_records, offset)
         # 4. One recovery per outcome.
         except TransactionFailed as exc:
+            if self._give_ups[tp] != give_ups_before:
+                return False  # given up meanwhile (revoked): its records and writes are dropped, nothing to retry
             log.warning("Commit of %s[%d] up to %d failed, will retry: %s", tp.topic, tp.partition, offset, exc)
             self.staging.put_back(tp, outputs)
             self.tables.not_committed(table_records)
@@ -113,12 +125,13 @@ class PartitionCommits:
                 metrics.producers_fenced.inc()
             # Either another worker owns the partition now, or this producer is
             # unusable: give the partition up and let the group assign it again.
-            log.warning("Giving up %s[%d]: %s", tp.topic, tp.partition, exc)
-            self.staging.put_back(tp, outputs)
-            self.transactions.pop(tp).close()
-            self.give_up(tp, str(exc))
-            self._request_rejoin()
+            self._drop_producer(tp, transaction, outputs, str(exc))
             return False
+        except BaseException as exc:
+            # Cancelled, or a failure of no known kind: the outcome is unknown, as when stuck. Putting the
+            # records back while the table writes stay would let a later commit carry the writes without them.
+            self._drop_producer(tp, transaction, outputs, f"commit ended by {exc!r}")
+            raise
         self.retries.pop(tp, None)
         try:
             self.tables.committed(table_records, metadata[len(outputs):])
@@ -130,8 +143,19 @@ class PartitionCommits:
         resolve(outputs, metadata)
         return True
 
+    def _drop_producer(self, tp: SourceTP, transaction: Transaction, outputs: list[StagedRecord], why: str) -> None:
+        """Give ``tp`` up with its producer (``outputs``: the records its commit took), and ask the group to
+        assign it again."""
+        log.warning("Giving up %s[%d]: %s", tp.topic, tp.partition, why)
+        if self.transactions.get(tp) is transaction:  # else closed already, by a revocation meanwhile
+            self.transactions.pop(tp).close()
+        self.staging.put_back(tp, outputs)  # dropped with the rest, and counted
+        self.give_up(tp, why)
+        self._request_rejoin()
+
     def give_up(self, tp: SourceTP, why: str) -> None:
         """Drop what ``tp``'s events staged and wrote: this worker cannot commit it any more."""
+        self._give_ups[tp] += 1
         dropped = len(self.staging.discard(tp)) + self.tables.drop(tp)
         if dropped:
             log.warning("Dropped %d uncommitted records of %s[%d]: %s", dropped, tp.topic, tp.partition, why)

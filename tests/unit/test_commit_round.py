@@ -182,3 +182,43 @@ def test_a_committed_transaction_whose_table_writes_cannot_be_stored_stops_the_w
     with pytest.raises(LocalStateNotWritten, match="restores them from the changelogs"):
         round_.run({A: 2})
     assert round_.resolved == []  # the worker stops before anything more happens
+
+
+class EndsWith(FakeTransaction):
+    """A transaction whose commit first does ``during`` (e.g. what a rebalance does meanwhile), then raises."""
+
+    def __init__(self, failure: BaseException, during=lambda: None) -> None:
+        super().__init__()
+        self.failure, self.during = failure, during
+
+    async def commit(self, records, offset):
+        self.commits.append(([record.value for record in records], offset))
+        self.during()
+        await asyncio.sleep(0)
+        raise self.failure
+
+
+@pytest.mark.parametrize("failure", [RuntimeError("a bug"), asyncio.CancelledError()], ids=["error", "cancelled"])
+def test_a_commit_ended_any_other_way_gives_the_partition_up_with_its_table_writes(failure):
+    a = EndsWith(failure)
+    round_ = Round(p0=a)
+    round_.stage(A, 1, b"k=1", table_key=b"k")
+    round_.stage(A, 1, b"out-1")
+    with pytest.raises(type(failure)):
+        round_.run({A: 2})
+    # had the output gone back while the write stayed, the next commit would carry k=1 without out-1
+    assert round_.staged(A) == [] and round_.tables.changelog_records({A: 100}) == []
+    assert round_.tables.released == [b"k=1"]
+    assert a.closed and A not in round_.transactions and round_.rejoins == 1
+    assert round_.commits.settled()
+
+
+def test_a_commit_that_fails_after_its_partition_was_given_up_meanwhile_puts_nothing_back():
+    round_ = Round()
+    a = EndsWith(TransactionFailed("aborted"), during=lambda: round_.commits.give_up(A, "revoked"))
+    round_.transactions[A] = a
+    round_.stage(A, 1, b"k=1", table_key=b"k")
+    round_.stage(A, 1, b"out-1")
+    assert round_.run({A: 2}) == {A: False}
+    assert round_.staged(A) == [] and round_.tables.changelog_records({A: 100}) == []
+    assert round_.commits.settled()
