@@ -123,11 +123,12 @@ class Follower:
     def _open_clients(self) -> None:
         client = self.settings.kafka_client()
         self.reader = Consumer(self._reader_config)
-        # Reads the pipeline group's committed offsets; never joins the group. Not read_committed: that
-        # asks for stable offsets, which wait for every pending transactional offset commit, and after a
-        # broker restart one can stay pending for a long time. Without it, a pending commit's offsets are
-        # not shown yet: the offsets read are never ahead of what committed, which is all missing needs.
-        self.group_offsets = Consumer({**client, "group.id": self.settings.app_id, "enable.auto.commit": False})
+        # Reads the pipeline group's committed offsets; never joins the group. Not read_committed (librdkafka's
+        # default): that asks for stable offsets, which wait for every pending transactional offset commit,
+        # and after a broker restart one can stay pending for minutes. Without it, a pending commit's offsets
+        # are not shown yet: the offsets read are never ahead of what committed, which is all missing needs.
+        self.group_offsets = Consumer({**client, "group.id": self.settings.app_id, "enable.auto.commit": False,
+                                       "isolation.level": "read_uncommitted"})
         self.end_offsets = WatermarkReader(client, f"{self.settings.app_id}-reconcile-follow",
                                            timeout_s=OFFSETS_TIMEOUT_S)
 
