@@ -11,6 +11,10 @@ transactions_aborted = Counter("faust_eos_transactions_aborted_total", "Transact
 producers_fenced = Counter(
     "faust_eos_producers_fenced_total", "Commits refused because another worker claimed the partition's transactional id"
 )
+producers_renewed = Counter(
+    "faust_eos_producers_renewed_total",
+    "Producers replaced after a failed transaction: the new one claims the transactional id again (a new epoch)",
+)
 input_partitions_committed = Counter(
     "faust_eos_input_partitions_committed_total",
     "Input partitions whose offsets committed: one per transaction under exactly_once, "

@@ -8,6 +8,7 @@ old owner (a zombie) can no longer commit anything.
 
 A commit is one transaction, run start to finish on a worker thread::
 
+    init_transactions() on a new producer    only if the last transaction failed (see _renew)
     begin_transaction()
     list_topics(topic) for each topic this producer has not learnt yet
         (librdkafka would hold its records about a second, until its topic scan)
@@ -98,8 +99,12 @@ class PartitionTransaction:
         self._group = group
         self._timeout_s = call_timeout_s
         self._deadline_grace_s = deadline_grace_s
-        self._producer = producer_factory({**producer_config, "transactional.id": self.transactional_id})
+        self._producer_factory = producer_factory
+        self._producer_config = {**producer_config, "transactional.id": self.transactional_id}
+        self._producer = producer_factory(self._producer_config)
         self._known_topics: set[str] = set()  # topics the producer holds metadata for
+        #: the last transaction failed: the next commit begins with a new producer (see :meth:`_renew`)
+        self._renewal_due = False
         self._thread = CallThread(f"eos-{self.transactional_id}")
         self._step = "nothing yet"  # the step running on the thread, named when one is stuck
         self._step_started = 0.0  # monotonic time it began
@@ -145,6 +150,8 @@ class PartitionTransaction:
         self._producer.init_transactions(self._timeout_s)
 
     def _commit(self, records: Sequence[StagedRecord], offset: Optional[int]) -> list[RecordMetadata]:
+        if self._renewal_due:
+            self._renew()
         producer = self._producer
         try:
             self._begin_step("begin_transaction")
@@ -188,6 +195,7 @@ class PartitionTransaction:
         if error.code() in FENCED_CODES or error.fatal():
             raise ProducerFenced(f"{self.transactional_id}: {error.str()}") from exc
         self._begin_step("abort_transaction")
+        self._renewal_due = True
         try:
             self._producer.abort_transaction(self._timeout_s)
         except KafkaException as abort_exc:
@@ -197,6 +205,30 @@ class PartitionTransaction:
             raise TransactionFailed(f"{self.transactional_id}: abort failed: {abort_error.str()}") from abort_exc
         metrics.transactions_aborted.inc()
         raise TransactionFailed(f"{self.transactional_id}: {error.str()} (aborted)") from exc
+
+    def _renew(self) -> None:
+        """Replace the producer of a failed transaction by a new one that claims the id again.
+
+        Seen with librdkafka 2.8 after a broker was killed: the abort kept the
+        producer's epoch, and the next transaction's records reused the
+        sequence numbers of records the broker had written but never
+        acknowledged. The broker took them for retries of those (aborted)
+        records: it dropped them and answered with the old offsets, and the
+        transaction committed without them. A new producer's claim bumps the
+        epoch, and its sequence numbers start again.
+        """
+        self._begin_step("init_transactions (a new producer, after a failed transaction)")
+        self._producer = self._producer_factory(self._producer_config)  # the old one is released here, on its thread
+        self._known_topics = set()
+        try:
+            self._producer.init_transactions(self._timeout_s)
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if error.code() in FENCED_CODES or error.fatal():
+                raise ProducerFenced(f"{self.transactional_id}: {error.str()}") from exc
+            raise TransactionFailed(f"{self.transactional_id}: claiming the id again failed: {error.str()}") from exc
+        self._renewal_due = False
+        metrics.producers_renewed.inc()
 
     def close(self) -> None:
         """Drop the producer; an open transaction is aborted by the next owner.

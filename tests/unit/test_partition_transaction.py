@@ -52,6 +52,8 @@ class Scenario:
 
     def __init__(self, call_timeout_s: float = 5.0, deadline_grace_s: float = 5.0) -> None:
         self.producers: list[FakeProducer] = []
+        #: errors the claims of the next new producers fail with, one per producer
+        self.claim_failures: list[KafkaError] = []
         self.transaction = PartitionTransaction(
             SOURCE, transactional_id=transactional_id("app", SOURCE), producer_config={"bootstrap.servers": "nowhere:9092"}, group=GROUP,
             call_timeout_s=call_timeout_s, producer_factory=self._producer, deadline_grace_s=deadline_grace_s,
@@ -60,8 +62,11 @@ class Scenario:
         self._before = counts()
 
     def _producer(self, config: dict) -> FakeProducer:
-        self.producers.append(FakeProducer(config))
-        return self.producers[-1]
+        producer = FakeProducer(config)
+        if self.producers and self.claim_failures:  # the claims of the producers that replace the first
+            producer.failures["init_transactions"] = [self.claim_failures.pop(0)]
+        self.producers.append(producer)
+        return producer
 
     def commit(self, records: list[StagedRecord], offset: int = 10) -> list:
         return asyncio.run(self.transaction.commit(records, offset))
@@ -169,8 +174,9 @@ def test_a_topic_whose_metadata_cannot_be_fetched_aborts_and_is_learnt_again_at_
         run.commit(staged(b"a"))
     assert "produce" not in run.producer.calls
     run.commit(staged(b"a"))
-    assert run.producer.calls.count("list_topics out") == 2
-    assert run.producer.visible == [("out", b"a")]
+    retry = run.producers[-1]  # a failed transaction's producer is not used again
+    assert retry.calls[:3] == ["init_transactions", "begin_transaction", "list_topics out"]
+    assert retry.visible == [("out", b"a")]
     assert run.counted() == {"begun": 2, "committed": 1, "aborted": 1}
 
 
@@ -332,3 +338,42 @@ def test_a_commit_whose_steps_each_keep_their_deadline_is_not_stuck_however_long
     run.commit(staged(b"a", b"b"))
     assert clock[0] - 1000.0 > 3 * 1.0, "the steps together took several deadlines"
     assert run.producer.visible == [("out", b"a"), ("out", b"b")]
+
+
+def test_after_a_failed_transaction_the_next_commit_begins_on_a_new_producer_that_claims_the_id_again(scenario):
+    # librdkafka may keep the epoch after an abort and reuse sequence numbers the broker already wrote,
+    # which makes the broker drop the next transaction's records as retries: a new claim bumps the epoch
+    run = scenario()
+    run.producer.in_flight = {0}
+    with pytest.raises(TransactionFailed):
+        run.commit(staged(b"a"))
+    first = run.producer
+    run.commit(staged(b"a"), offset=10)
+    assert len(run.producers) == 2 and run.producers[1].config == first.config
+    assert run.producers[1].calls[0] == "init_transactions"
+    assert run.producers[1].visible == [("out", b"a")] and first.visible == []
+    run.commit(staged(b"b"), offset=11)
+    assert len(run.producers) == 2  # a commit that succeeded keeps its producer
+
+
+def test_a_new_producer_whose_claim_fails_is_replaced_again_at_the_next_commit(scenario):
+    run = scenario()
+    run.producer.in_flight = {0}
+    with pytest.raises(TransactionFailed):
+        run.commit(staged(b"a"))
+    run.claim_failures = [error(KafkaError.COORDINATOR_LOAD_IN_PROGRESS, retriable=True)]
+    with pytest.raises(TransactionFailed, match="claiming the id again failed"):
+        run.commit(staged(b"a"))
+    assert run.producers[1].calls == ["init_transactions"]  # nothing produced on an unclaimed producer
+    run.commit(staged(b"a"))
+    assert run.producers[2].calls[0] == "init_transactions" and run.producers[2].visible == [("out", b"a")]
+
+
+def test_a_new_producer_fenced_at_its_claim_gives_the_partition_up(scenario):
+    run = scenario()
+    run.producer.in_flight = {0}
+    with pytest.raises(TransactionFailed):
+        run.commit(staged(b"a"))
+    run.claim_failures = [error(KafkaError.PRODUCER_FENCED)]
+    with pytest.raises(ProducerFenced):
+        run.commit(staged(b"a"))
