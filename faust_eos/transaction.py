@@ -192,7 +192,7 @@ class PartitionTransaction:
 
     def _fail(self, exc: KafkaException) -> None:
         error: KafkaError = exc.args[0]
-        if error.code() in FENCED_CODES or error.fatal():
+        if _fenced(error):
             raise ProducerFenced(f"{self.transactional_id}: {error.str()}") from exc
         self._begin_step("abort_transaction")
         self._renewal_due = True
@@ -200,7 +200,7 @@ class PartitionTransaction:
             self._producer.abort_transaction(self._timeout_s)
         except KafkaException as abort_exc:
             abort_error: KafkaError = abort_exc.args[0]
-            if abort_error.code() in FENCED_CODES or abort_error.fatal():
+            if _fenced(abort_error):
                 raise ProducerFenced(f"{self.transactional_id}: {abort_error.str()}") from abort_exc
             raise TransactionFailed(f"{self.transactional_id}: abort failed: {abort_error.str()}") from abort_exc
         metrics.transactions_aborted.inc()
@@ -224,7 +224,7 @@ class PartitionTransaction:
             self._producer.init_transactions(self._timeout_s)
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
-            if error.code() in FENCED_CODES or error.fatal():
+            if _fenced(error):
                 raise ProducerFenced(f"{self.transactional_id}: {error.str()}") from exc
             raise TransactionFailed(f"{self.transactional_id}: claiming the id again failed: {error.str()}") from exc
         self._renewal_due = False
@@ -239,6 +239,11 @@ class PartitionTransaction:
         self._thread.submit(release, self._producer)
         del self._producer
         self._thread.close()
+
+
+def _fenced(error: KafkaError) -> bool:
+    """Whether ``error`` leaves the producer unusable: fenced by a new owner of its id, or fatal."""
+    return error.code() in FENCED_CODES or error.fatal()
 
 
 def _commit_goes_on(error: KafkaError) -> bool:
