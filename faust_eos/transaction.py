@@ -37,7 +37,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable, Optional, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from aiokafka.structs import RecordMetadata
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
@@ -196,13 +197,8 @@ class PartitionTransaction:
             raise ProducerFenced(f"{self.transactional_id}: {error.str()}") from exc
         self._begin_step("abort_transaction")
         self._renewal_due = True
-        try:
+        with self._failing_as("abort"):
             self._producer.abort_transaction(self._timeout_s)
-        except KafkaException as abort_exc:
-            abort_error: KafkaError = abort_exc.args[0]
-            if _fenced(abort_error):
-                raise ProducerFenced(f"{self.transactional_id}: {abort_error.str()}") from abort_exc
-            raise TransactionFailed(f"{self.transactional_id}: abort failed: {abort_error.str()}") from abort_exc
         metrics.transactions_aborted.inc()
         raise TransactionFailed(f"{self.transactional_id}: {error.str()} (aborted)") from exc
 
@@ -220,15 +216,22 @@ class PartitionTransaction:
         self._begin_step("init_transactions (a new producer, after a failed transaction)")
         self._producer = self._producer_factory(self._producer_config)  # the old one is released here, on its thread
         self._known_topics = set()
-        try:
+        with self._failing_as("claiming the id again"):
             self._producer.init_transactions(self._timeout_s)
+        self._renewal_due = False
+        metrics.producers_renewed.inc()
+
+    @contextmanager
+    def _failing_as(self, what: str) -> Iterator[None]:
+        """A failed call inside: :class:`ProducerFenced` if it left the producer unusable, else
+        :class:`TransactionFailed` (``what`` failed)."""
+        try:
+            yield
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
             if _fenced(error):
                 raise ProducerFenced(f"{self.transactional_id}: {error.str()}") from exc
-            raise TransactionFailed(f"{self.transactional_id}: claiming the id again failed: {error.str()}") from exc
-        self._renewal_due = False
-        metrics.producers_renewed.inc()
+            raise TransactionFailed(f"{self.transactional_id}: {what} failed: {error.str()}") from exc
 
     def close(self) -> None:
         """Drop the producer; an open transaction is aborted by the next owner.
