@@ -10,6 +10,7 @@ from enum import Enum
 from typing import Optional
 
 from agents.models import MerchantTotal, Payment, SeenEvent, WindowTotal
+from faust_eos import new_record
 
 
 class Verdict(str, Enum):
@@ -20,7 +21,7 @@ class Verdict(str, Enum):
 
 def seen_entry(payment: Payment, now: float) -> SeenEvent:
     """What the dedup table remembers of a counted event."""
-    return SeenEvent(fingerprint=payment.fingerprint(), first_seen=now)
+    return new_record(SeenEvent, fingerprint=payment.fingerprint(), first_seen=now)
 
 
 def dedup_expired(seen: SeenEvent, now: float, retention_s: float) -> bool:
@@ -40,7 +41,8 @@ def dedup_verdict(seen: Optional[SeenEvent], payment: Payment, now: float, reten
 def add_to_total(total: Optional[MerchantTotal], payment: Payment) -> MerchantTotal:
     """The merchant's running total after ``payment``."""
     count, amount = (total.count, total.amount_cents) if total else (0, 0)
-    return MerchantTotal(
+    return new_record(
+        MerchantTotal,
         merchant_id=payment.merchant_id,
         count=count + 1,
         amount_cents=amount + payment.amount_cents,
@@ -61,7 +63,8 @@ def add_to_window(window: Optional[WindowTotal], payment: Payment, size_s: int) 
     """The merchant's window total after ``payment``."""
     start = window_start(payment.ts, size_s)
     count, amount = (window.count, window.amount_cents) if window else (0, 0)
-    return WindowTotal(
+    return new_record(
+        WindowTotal,
         merchant_id=payment.merchant_id,
         window_start=start,
         window_end=start + size_s,

@@ -9,8 +9,12 @@ import json
 import math
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
+
+import orjson
 
 from agents.models import Payment
+from faust_eos import new_record
 
 FIELDS: dict[str, tuple[type, ...]] = {
     "event_id": (str,),
@@ -52,7 +56,7 @@ def parse_payment(raw: bytes | None, *, max_bytes: int, max_amount_cents: int) -
     if len(raw) > max_bytes:
         return Rejection(Reason.OVERSIZED, f"{len(raw)} bytes > limit {max_bytes}")
     try:
-        data = json.loads(raw)
+        data = _json_loads(raw)
     # ValueError covers JSONDecodeError, UnicodeDecodeError and int digit limits;
     # deeply nested arrays/objects raise RecursionError
     except (ValueError, RecursionError) as exc:
@@ -81,10 +85,33 @@ def parse_payment(raw: bytes | None, *, max_bytes: int, max_amount_cents: int) -
         return Rejection(Reason.NEGATIVE_AMOUNT, str(amount))
     if amount > max_amount_cents:
         return Rejection(Reason.ABSURD_AMOUNT, f"{amount} > limit {max_amount_cents}")
-    return Payment(
+    return new_record(
+        Payment,
         event_id=data["event_id"],
         merchant_id=data["merchant_id"],
         customer_id=data["customer_id"],
         amount_cents=amount,
         ts=ts,
     )
+
+
+#: orjson reads an integer beyond 64 bits as a float; from this size on, a float may have been one
+_FLOAT_MAYBE_INTEGER = 2.0**63
+
+
+def _json_loads(raw: bytes) -> Any:
+    """``json.loads(raw)``, through orjson where it gives the same answer (several times faster).
+
+    orjson refuses what the standard library accepts (NaN, Infinity, a BOM,
+    unpaired surrogates) and reads integers beyond 64 bits as floats: such
+    records, all bad ones, are read again by the standard library, so every
+    record is judged as it always was.
+    """
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
+    for value in data.values() if type(data) is dict else (data,):
+        if type(value) is float and abs(value) >= _FLOAT_MAYBE_INTEGER:
+            return json.loads(raw)
+    return data

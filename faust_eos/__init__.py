@@ -13,7 +13,8 @@ table's expired entries inside the events that write it. A topic with the
 :class:`Batches` schema hands its agents whole fetched batches
 (:mod:`faust_eos.batches`); ``Topic=faust_eos.Topic`` makes their sends cheap
 (:mod:`faust_eos.topic`), and ``Table=faust_eos.Table`` their table reads and
-writes (:mod:`faust_eos.table`). A secured cluster's settings go in
+writes (:mod:`faust_eos.table`); :func:`new_record` builds the records an
+agent makes per event several times faster than their class does. A secured cluster's settings go in
 ``broker_credentials=faust_eos.credentials({...})`` (:mod:`faust_eos.security`).
 How it works: :mod:`faust_eos.transport`; the commit itself:
 :mod:`faust_eos.commit` and :mod:`faust_eos.transaction`. What it raises at an
@@ -32,6 +33,7 @@ from faust_eos.errors import (
     SettingRefused,
     StoreRefused,
 )
+from faust_eos.records import new_record
 from faust_eos.security import credentials
 from faust_eos.sweep import Sweep
 from faust_eos.table import Table
@@ -42,5 +44,5 @@ STORES.aliases.setdefault("eos-rocksdb", "faust_eos.store:Store")
 
 __all__ = [
     "Batch", "BatchRecord", "Batches", "LocalStateNotWritten", "MissingTopic", "OutputNotWritten",
-    "SendNotCommittable", "SettingRefused", "StoreRefused", "Sweep", "Table", "Topic", "credentials",
+    "SendNotCommittable", "SettingRefused", "StoreRefused", "Sweep", "Table", "Topic", "credentials", "new_record",
 ]

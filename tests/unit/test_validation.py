@@ -5,6 +5,7 @@ import random
 import pytest
 
 from agents.models import Payment
+from agents import validation
 from agents.validation import FIELDS, Reason, Rejection, parse_payment
 
 MAX_BYTES = 4096
@@ -152,3 +153,39 @@ def test_never_raises_on_arbitrary_bytes():
         samples.append(bytes(mutated))
     for raw in samples:
         assert isinstance(parse(raw), (Payment, Rejection))
+
+
+def judged_by_the_standard_library_alone(raw, monkeypatch):
+    with monkeypatch.context() as patched:
+        patched.setattr(validation, "_json_loads", json.loads)
+        return parse(raw)
+
+
+@pytest.mark.parametrize("raw", [
+    event(amount_cents=2**70),  # orjson reads it as a float
+    event(ts=2**70),
+    event(ts=-(2**64) - 1),
+    event(event_id=2**64 + 1),
+    str(2**80).encode(),
+    b"\xef\xbb\xbf" + event(),  # a byte order mark
+    event(customer_id="\ud800"),  # an unpaired surrogate, escaped
+    event(ts=0).replace(b'"ts": 0', b'"ts": NaN'),
+    event(ts=0).replace(b'"ts": 0', b'"ts": 1e400'),
+    event(ts=1e300),
+    event(amount_cents=-(2**63)),
+    event(),
+], ids=repr)
+def test_records_the_fast_parser_refuses_or_reads_otherwise_are_judged_as_the_standard_library_judges_them(
+        raw, monkeypatch):
+    assert repr(parse(raw)) == repr(judged_by_the_standard_library_alone(raw, monkeypatch))
+
+
+def test_arbitrary_bytes_are_judged_as_the_standard_library_judges_them(monkeypatch):
+    rng = random.Random(7)
+    valid = event()
+    for _ in range(3000):
+        mutated = bytearray(valid)
+        for _ in range(rng.randrange(1, 4)):
+            mutated[rng.randrange(len(mutated))] = rng.randrange(256)
+        raw = bytes(mutated)
+        assert repr(parse(raw)) == repr(judged_by_the_standard_library_alone(raw, monkeypatch)), raw
