@@ -151,11 +151,11 @@ class Codecs:
         fast = self._fast_decoder(part, typ, serializer)
         if fast is None:
             return by_faust
-        checked = False
+        checked = refused = False
 
         def loads(raw: Optional[bytes]) -> Any:
-            nonlocal checked
-            if raw is not None:
+            nonlocal checked, refused
+            if raw is not None and not refused:  # refused: callers holding this loader decode as Faust does too
                 value = fast(raw)
                 if value is not UNHANDLED:
                     if checked:
@@ -166,6 +166,7 @@ class Codecs:
                         return value
                     log.warning("Decoding %ss of %s (%s) the fast way gave %r where Faust gives %r: using Faust's",
                                 part, getattr(typ, "__name__", typ), serializer, value, expected)
+                    refused = True
                     self._decoders[(part, typ, serializer)] = by_faust
                     return expected
             return by_faust(raw)

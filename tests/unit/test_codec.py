@@ -181,3 +181,9 @@ def test_a_decoding_that_differs_from_the_registry_s_is_given_up_for_the_registr
     assert codecs.loads_value(None, b"7", None) == ("mine", b"7")
     assert codecs.loads_value(None, b"8", None) == ("mine", b"8")
     assert "using Faust's" in caplog.text
+
+
+def test_a_loader_taken_before_its_decoding_was_given_up_decodes_as_the_registry_does_too():
+    codecs = codec.Codecs(MisleadingRegistry())
+    load = codecs.value_loader(None)  # as a batch takes one for all its records
+    assert [load(b"7"), load(b"8")] == [("mine", b"7"), ("mine", b"8")]
