@@ -188,6 +188,7 @@ class HeldSends:
                    timestamp: Optional[float], headers: Any) -> CommitFuture:
         """Hold a record sent inside an event; the future resolves once it is acknowledged, at the commit."""
         future = CommitFuture(loop=asyncio.get_running_loop())
+        future.sent_in = current_event()
         self.stage(topic, key, value, partition, timestamp, headers, future.set_result)
         return future
 

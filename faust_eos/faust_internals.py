@@ -346,7 +346,9 @@ def holds_shareable_fields(record: Any) -> bool:
     """Whether every field of ``record``, a plain record, holds a :func:`shareable` value."""
     state = record.__dict__
     for name in plain_record_fields(type(record)) or ():
-        if not shareable(state[name]):
+        value = state[name]  # shareable(value), spelt out: it runs for every field of every record written
+        kind = type(value)
+        if kind not in IMMUTABLE or (kind is float and not math.isfinite(value)):
             return False
     return True
 

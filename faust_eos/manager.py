@@ -107,6 +107,7 @@ class TransactionManager(FaustTransactionManager):
     ) -> Awaitable[RecordMetadata]:
         """Stage a record; the returned future resolves when its transaction commits."""
         future = CommitFuture(loop=self.loop)
+        future.sent_in = current_event()
         self.stage(topic, key, value, partition, timestamp, headers, future.set_result)
         return future
 

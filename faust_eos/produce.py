@@ -129,7 +129,15 @@ class Deliveries:
                 KafkaError(KafkaError._TIMED_OUT, f"{undelivered} records undelivered after {timeout_s} s "
                                                   f"(delivered: {_offsets_text(self._delivered)})")
             )
-        return [md if md is not None else _not_asked(record) for md, record in zip(self._delivered, self._records)]
+        not_asked: dict[tuple[str, Optional[int]], RecordMetadata] = {}  # the same for every record of a partition
+        metadata = []
+        for md, record in zip(self._delivered, self._records):
+            if md is None:
+                md = not_asked.get((record.topic, record.partition))
+                if md is None:
+                    md = not_asked[(record.topic, record.partition)] = _not_asked(record)
+            metadata.append(md)
+        return metadata
 
 
 def reported_indexes(records: Sequence[StagedRecord]) -> list[int]:

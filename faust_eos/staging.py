@@ -139,24 +139,24 @@ def stage_output(staging: Staging, path: Any, topic: str, key: Optional[bytes], 
                  metadata_wanted: bool = False) -> "CommitFuture":
     """Stage an output record sent by the event of ``path`` (an :class:`~faust_eos.event_path.EventPath`);
     the returned future resolves once it commits."""
-    future = CommitFuture(loop=loop, sent_in=path.event)
-    record = staged_record(topic, key, value, partition, timestamp, headers, path.offset, on_committed)
-    record.metadata_wanted = metadata_wanted
-    record.future = future
-    staging.add_at(path.source, record)
+    future = CommitFuture(loop=loop)
+    future.sent_in = path.event
+    staging.add_at(path.source, staged_record(topic, key, value, partition, timestamp, headers, path.offset,
+                                              on_committed, metadata_wanted, future))
     return future
 
 
 def staged_record(topic: str, key: Optional[bytes], value: Optional[bytes], partition: Optional[int],
                   timestamp: Optional[float], headers: Any, source_offset: int,
-                  on_committed: Optional[Callable[[RecordMetadata], None]] = None) -> StagedRecord:
+                  on_committed: Optional[Callable[[RecordMetadata], None]] = None, metadata_wanted: bool = True,
+                  future: Optional["CommitFuture"] = None) -> StagedRecord:
     """A record as Faust hands it to a producer (timestamp in seconds, headers a mapping or pairs), staged."""
     if not headers:
         headers = None
     elif isinstance(headers, Mapping):
         headers = list(headers.items())
     return StagedRecord(topic, key, value, partition, int(timestamp * 1000) if timestamp else None, headers,
-                        source_offset, on_committed or nothing)
+                        source_offset, on_committed or nothing, metadata_wanted, future)
 
 
 def future_resolver(fut: Any) -> Callable[[RecordMetadata], None]:
@@ -173,24 +173,24 @@ def future_resolver(fut: Any) -> Callable[[RecordMetadata], None]:
 class CommitFuture(asyncio.Future):
     """Resolves with a staged record's metadata once the commit of its event makes it durable.
 
-    Awaited while the agent still processes the event that sent the record, it
-    would wait for ever (the commit waits for that event to finish): that raises
-    :class:`~faust_eos.errors.SendNotCommittable` instead.
+    Awaited while the agent still processes the event that sent the record
+    (:attr:`sent_in`), it would wait for ever (the commit waits for that event
+    to finish): that raises :class:`~faust_eos.errors.SendNotCommittable` instead.
 
     Its record's offset is asked of the producer only if, by the time the record
     is produced, the future was awaited or given a callback (:attr:`observed`);
     otherwise it resolves with the record's topic, its partition (-1 where the
     producer's partitioner chose it) and an offset of -1 (:data:`OFFSET_NOT_ASKED`).
+    Built as an ``asyncio.Future`` is (``loop=``): one is built per record sent.
     """
 
-    def __init__(self, *, loop: asyncio.AbstractEventLoop, sent_in: Any = None) -> None:
-        super().__init__(loop=loop)
-        self._sent_in = sent_in if sent_in is not None else current_event()
-        #: awaited or given a callback: someone will read the record's metadata
-        self.observed = False
+    #: the event whose processing sent the record (None: sent outside events)
+    sent_in: Any = None
+    #: awaited or given a callback: someone will read the record's metadata
+    observed = False
 
     def __await__(self) -> Any:
-        if not self.done() and self._sent_in is not None and current_event() is self._sent_in:
+        if not self.done() and self.sent_in is not None and current_event() is self.sent_in:
             raise wait_inside_event_refused()
         self.observed = True
         return super().__await__()
