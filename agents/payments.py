@@ -97,20 +97,25 @@ async def ingest_one(record: BatchRecord) -> None:
 @app.agent(topics.payments_by_merchant)
 async def aggregate(batches: faust.StreamT[Batch]) -> None:
     async for batch in batches:
-        for record in batch:
-            await aggregate_one(record)
+        # A batch is one event: its partition's stream time is read once and written once, at its end (also
+        # when a record fails), where each record's own stream time would have left it.
+        partition = str(batch.partition)
+        stream_time = seen_until = stream_times.get(partition)
+        try:
+            for record in batch:
+                stream_time = advance_stream_time(stream_time, record.value.ts)
+                await aggregate_one(record, stream_time)
+        finally:
+            if stream_time != seen_until:
+                stream_times[partition] = stream_time
 
 
-async def aggregate_one(record: BatchRecord) -> None:
-    """Count one payment in its merchant's running total and, unless late, in its window."""
+async def aggregate_one(record: BatchRecord, stream_time: float) -> None:
+    """Count one payment in its merchant's running total and, unless late at ``stream_time`` (its partition's,
+    this payment included), in its window."""
     payment: Payment = record.value
     size, grace = settings.window_seconds, settings.window_grace_seconds
     aggregate_metrics.events_in.inc()
-    partition = str(record.partition)
-    seen_until = stream_times.get(partition)
-    stream_time = advance_stream_time(seen_until, payment.ts)
-    if stream_time != seen_until:
-        stream_times[partition] = stream_time
     close_windows()
 
     total = add_to_total(merchant_totals.get(payment.merchant_id), payment)

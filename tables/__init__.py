@@ -51,7 +51,8 @@ stream_times = partitioned_table(
 
 
 def current_stream_time() -> Optional[float]:
-    """The stream time of the partition whose event is being processed."""
+    """The stream time of the partition whose event is being processed, as its last event left it (``aggregate``
+    writes it at the end of each batch: a window may close one batch after its stream time passed)."""
     return stream_times.get(str(current_event().message.partition))
 
 
