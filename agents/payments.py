@@ -75,13 +75,13 @@ async def ingest(batches: faust.StreamT[Batch]) -> None:
 async def ingest_one(record: BatchRecord) -> None:
     """Validate one payment, drop it if seen, dead-letter it if bad or conflicting, else re-key it."""
     ingest_metrics.events_in.inc()
-    expire_seen_events()
+    now = time.time()
+    expire_seen_events(now)
     result = parse_payment(record.raw_value, max_bytes=settings.max_event_bytes,
                            max_amount_cents=settings.max_amount_cents)
     if isinstance(result, Rejection):
         await dead_letter(record, result, ingest_metrics)
         return
-    now = time.time()
     verdict = dedup_verdict(seen_events.get(result.event_id), result, now, DEDUP_RETENTION_S)
     if verdict is Verdict.DUPLICATE:
         ingest_metrics.deduplicated.inc()
@@ -116,7 +116,7 @@ async def aggregate_one(record: BatchRecord, stream_time: float) -> None:
     payment: Payment = record.value
     size, grace = settings.window_seconds, settings.window_grace_seconds
     aggregate_metrics.events_in.inc()
-    close_windows()
+    close_windows(stream_time)
 
     total = add_to_total(merchant_totals.get(payment.merchant_id), payment)
     merchant_totals[payment.merchant_id] = total

@@ -28,10 +28,12 @@ from faust_eos.store import Store
 
 
 class Sweep:
-    """Deletes the entries of ``table`` whose value ``expired(value)`` says may go.
+    """Deletes the entries of ``table`` whose value ``expired(value, *given)`` says may go.
 
     Only values are decoded to be looked at (a sweep looks at more entries than
-    events add), so what decides expiry must be in the value.
+    events add), so what decides expiry must be in the value, or among
+    ``given``: what the sweep is called with (a clock's reading, a stream
+    time), passed to ``expired`` after each value.
 
     Counted by table in ``faust_eos_table_entries_swept_total``. Call it once per event, inside the agent that writes ``table``: every
     ``every`` events of a partition it looks at the next ``every * keys_per_event``
@@ -42,9 +44,10 @@ class Sweep:
     def __init__(self, table: Any, expired: Callable[[Any], bool], *, every: int = 100,
                  keys_per_event: int = 2) -> None:
         try:
-            inspect.signature(expired).bind(None)
+            inspect.signature(expired).bind_partial(None)
         except TypeError:
-            raise ValueError(f"expired={expired!r} must take one argument, the value of an entry") from None
+            raise ValueError(f"expired={expired!r} must take the value of an entry (then what the sweep is "
+                             "called with)") from None
         except ValueError:  # no signature to inspect (some builtins): trust it
             pass
         if every < 1 or keys_per_event < 1:
@@ -60,8 +63,9 @@ class Sweep:
         self._cursors: dict[int, Optional[bytes]] = {}  # table partition -> last raw key looked at
         self._swept = metrics.entries_swept.labels(table.name)
 
-    def __call__(self) -> int:
-        """Count the current event; on every ``every``-th of its partition, sweep. Returns the entries deleted."""
+    def __call__(self, *given: Any) -> int:
+        """Count the current event; on every ``every``-th of its partition, sweep with ``given``. Returns the
+        entries deleted."""
         event = current_event()
         if event is None:
             raise RuntimeError(f"the sweep of table {self.table.name!r} runs inside an event of the agent "
@@ -72,10 +76,10 @@ class Sweep:
             self._events[partition] = seen
             return 0
         self._events[partition] = 0
-        return self.sweep(partition)
+        return self.sweep(partition, *given)
 
-    def sweep(self, partition: int) -> int:
-        """Look at the next committed entries of ``partition`` and delete the expired ones."""
+    def sweep(self, partition: int, *given: Any) -> int:
+        """Look at the next committed entries of ``partition`` and delete those ``expired(value, *given)``."""
         store = self.table.data
         if not isinstance(store, Store):
             raise StoreRefused(f"table {self.table.name!r} is swept only on the eos-rocksdb:// store, "
@@ -85,7 +89,7 @@ class Sweep:
         )
         deleted = 0
         for raw, value in entries:
-            if self._expired(value):
+            if self._expired(value, *given):
                 del self.table[store.decoded_key(raw)]
                 deleted += 1
         self._swept.inc(deleted)

@@ -12,10 +12,7 @@ may still be reading up to.
 """
 from __future__ import annotations
 
-import time
-from typing import Any, Optional
-
-from faust.streams import current_event
+from typing import Any
 
 from agents.logic import dedup_expired, window_closed
 from agents.models import MerchantTotal, SeenEvent, WindowTotal
@@ -50,19 +47,10 @@ stream_times = partitioned_table(
     "stream-times", float, "stream time (largest event time seen) per partition of payments-by-merchant")
 
 
-def current_stream_time() -> Optional[float]:
-    """The stream time of the partition whose event is being processed, as its last event left it (``aggregate``
-    writes it at the end of each batch: a window may close one batch after its stream time passed)."""
-    return stream_times.get(str(current_event().message.partition))
-
-
-#: called once per ``ingest`` event: deletes dedup entries past their retention
-expire_seen_events = Sweep(
-    seen_events,
-    lambda seen: dedup_expired(seen, time.time(), DEDUP_RETENTION_S),
-)
-#: called once per ``aggregate`` event: deletes windows that have closed
+#: called once per ``ingest`` event, with the time it runs at: deletes dedup entries past their retention
+expire_seen_events = Sweep(seen_events, lambda seen, now: dedup_expired(seen, now, DEDUP_RETENTION_S))
+#: called once per ``aggregate`` event, with its partition's stream time: deletes windows that have closed
 close_windows = Sweep(
     window_totals,
-    lambda window: window_closed(window.window_end, current_stream_time(), settings.window_grace_seconds),
+    lambda window, stream_time: window_closed(window.window_end, stream_time, settings.window_grace_seconds),
 )

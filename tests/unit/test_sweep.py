@@ -85,7 +85,18 @@ def test_a_table_that_writes_other_partitions_than_its_events_cannot_be_swept(tm
         Sweep(t.table, lambda value: True)
 
 
-def test_a_predicate_that_does_not_take_one_value_is_refused_at_once(tmp_path):
+def test_a_predicate_that_takes_no_value_is_refused_at_once(tmp_path):
     t = Table(tmp_path)
-    with pytest.raises(ValueError, match="must take one argument, the value of an entry"):
-        Sweep(t.table, lambda key, value: True)
+    with pytest.raises(ValueError, match="must take the value of an entry"):
+        Sweep(t.table, lambda: True)
+
+
+def test_what_the_sweep_is_called_with_follows_each_value_into_the_predicate(tmp_path):
+    t = committed_table(tmp_path, {"early": 5, "late": 50})
+    looked_at = []
+    sweep = Sweep(t.table, lambda value, now: looked_at.append((value, now)) or value < now, every=1,
+                  keys_per_event=10)
+    with inside_event(2):
+        assert sweep(10) == 1
+        assert "early" not in t.table and t.table["late"] == 50
+    assert sorted(looked_at) == [(5, 10), (50, 10)]
