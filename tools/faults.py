@@ -131,6 +131,9 @@ class FaultRun:
             **self.settings.kafka_client(),
             "group.id": self.settings.app_id,
             "enable.auto.commit": False,
+            # not a stable read: it only times recoveries, and Kafka 4.4 can leave a committed transaction's
+            # offset commit pending for good (README, known limitations), where a stable read waits for ever
+            "isolation.level": "read_uncommitted",
             "logger": CLIENT_LOG,
         })
 
