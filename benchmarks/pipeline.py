@@ -35,10 +35,12 @@ class Point:
     record_bytes: int
     partitions: int
     workers: int
+    backlog: int  # input records of the throughput phase
 
     @property
     def label(self) -> str:
-        return f"{self.commit_interval_ms} ms, {self.record_bytes or 'plain'} B, {self.partitions} partitions, {self.workers} workers"
+        return (f"{self.commit_interval_ms} ms, {self.record_bytes or 'plain'} B, {self.partitions} partitions, "
+                f"{self.workers} workers, {self.backlog:,}-record backlog")
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,6 @@ class Workload:
     warmup_events: int = 500
     latency_rate: float = 2000.0
     latency_seconds: float = 15.0
-    throughput_events: int = 50_000
     seed: int = 1
     drain_timeout_s: float = 300.0
 
@@ -105,7 +106,7 @@ def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, 
         watcher.wait_for_seed(latency_seed, latency_load.by_kind["valid"], workload.drain_timeout_s,
                               lambda done, total: progress(f"latency phase: {done:,}/{total:,} visible"))
 
-        throughput_spec = loadgen.LoadSpec(count=workload.throughput_events, seed=throughput_seed,
+        throughput_spec = loadgen.LoadSpec(count=point.backlog, seed=throughput_seed,
                                            record_bytes=point.record_bytes)
         progress(f"throughput phase: producing {throughput_spec.count:,} events")
         profiler = profile.Sampler(pids[0], profile_to) if profile_to is not None else None

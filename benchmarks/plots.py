@@ -5,7 +5,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks.summary import GUARANTEES, SHORT, THROUGHPUT, interval_text, point_label
+from benchmarks.summary import GUARANTEES, SHORT, THROUGHPUT, interval_sweep, interval_text, point_label
 
 
 def write_plots(results: dict, summary: dict, references: dict, plot_dir: Path) -> dict[str, str]:
@@ -17,20 +17,19 @@ def write_plots(results: dict, summary: dict, references: dict, plot_dir: Path) 
 
     plots: dict[str, str] = {}
     if summary:
-        base = min(summary, key=lambda k: (k[1], k[2], k[3], k[0]))
-        sweep = sorted(k for k in summary if k[1:] == base[1:])
+        base, sweep = interval_sweep(summary)
         fig, ax = plt.subplots(figsize=(8, 5))
-        xs = [k[0] for k in sweep]
+        xs = [k.interval_ms for k in sweep]
         for g, colour in zip(GUARANTEES, ("tab:blue", "tab:red")):
             med = [summary[k][g][THROUGHPUT]["median"] or 0 for k in sweep]
             low = [m - (summary[k][g][THROUGHPUT]["min"] or m) for m, k in zip(med, sweep)]
             high = [(summary[k][g][THROUGHPUT]["max"] or m) - m for m, k in zip(med, sweep)]
             ax.errorbar(xs, med, yerr=[low, high], marker="o", capsize=4, color=colour, label=f"pipeline, {g}")
-        stock = [(k[0], summary[k]["stock_faust"][THROUGHPUT]["median"]) for k in sweep if "stock_faust" in summary[k]]
+        stock = [(k.interval_ms, summary[k]["stock_faust"][THROUGHPUT]["median"]) for k in sweep if "stock_faust" in summary[k]]
         if stock:
             ax.plot([x for x, _ in stock], [y or 0 for _, y in stock], marker="^", color="tab:purple", linestyle=":",
                     label="stock Faust, at_least_once (no windows, no dead letters)")
-        ref = references.get(base[1])
+        ref = references.get(base.record_bytes)
         if ref:
             ax.axhline(ref["producer"]["median"], color="grey", linestyle="--", label="producer alone (raw)")
             ax.axhline(ref["consumer"]["median"], color="grey", linestyle=":", label="consumer alone (raw)")
@@ -57,7 +56,7 @@ def write_plots(results: dict, summary: dict, references: dict, plot_dir: Path) 
                    color=colour, label=g)
         ax.set_xticks(range(len(keys)), [point_label(k).replace(", ", "\n") for k in keys], fontsize=7)
         ax.set_ylabel("events per second (drain rate)")
-        ax.set_title("Throughput at every point: commit interval, record size, partitions, workers")
+        ax.set_title("Throughput at every point: commit interval, record size, partitions, workers, backlog")
         plots["points"] = _save(plt, fig, ax, plot_dir, "throughput_by_point.png", legend_size=8)
 
         fig, ax = plt.subplots(figsize=(8, 5))

@@ -6,24 +6,24 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from benchmarks.plots import write_plots
+from benchmarks.sections import figure, long_transaction_section, profile_section
 from benchmarks.summary import (
     GUARANTEES,
     SHORT,
     THROUGHPUT,
+    PointKey,
+    interval_sweep,
     interval_text,
     point_key,
     point_label,
     ratio,
     summarise,
     summarise_references,
+    with_backlogs,
 )
 
 
 # --- formatting ----------------------------------------------------------------
-
-
-def _n(value: Optional[float], digits: int = 0) -> str:
-    return "n/a" if value is None else f"{value:,.{digits}f}"
 
 
 def _s(spread: dict, digits: int = 0) -> str:
@@ -31,8 +31,8 @@ def _s(spread: dict, digits: int = 0) -> str:
     if spread["median"] is None:
         return "n/a"
     if spread["n"] == 1:
-        return _n(spread["median"], digits)
-    return f"{_n(spread['median'], digits)} [{_n(spread['min'], digits)}–{_n(spread['max'], digits)}]"
+        return figure(spread["median"], digits)
+    return f"{figure(spread['median'], digits)} [{figure(spread['min'], digits)}–{figure(spread['max'], digits)}]"
 
 
 def _pct(spread: dict) -> str:
@@ -49,7 +49,7 @@ def _tx_label(setting: tuple) -> str:
 
 def write(results: dict, report_path: Path, plot_dir: Path) -> None:
     """Write the Markdown report to ``report_path`` and its plots into ``plot_dir``."""
-    summary = summarise(results)
+    summary = summarise(with_backlogs(results))
     references = summarise_references(results)
     plot_dir.mkdir(parents=True, exist_ok=True)
     plots = write_plots(results, summary, references, plot_dir)
@@ -61,53 +61,53 @@ def write(results: dict, report_path: Path, plot_dir: Path) -> None:
 def headline(summary: dict, references: dict, latency_rate: Optional[float] = None) -> list[str]:
     """The findings in a few lines: overhead per commit interval, latency cost, distance to the limits."""
     lines = []
-    base = min(summary, key=lambda k: (k[1], k[2], k[3], k[0])) if summary else None
-    sweep = [k for k in summary if base and k[1:] == base[1:]]
+    base, sweep = interval_sweep(summary)
     for key in sorted(sweep):
         entry = summary[key]
         lines.append(
-            f"* **{interval_text(key[0])} commit interval**: exactly_once throughput "
+            f"* **{interval_text(key.interval_ms)} commit interval**: exactly_once throughput "
             f"{_s(entry['exactly_once'][THROUGHPUT])} events/s vs at_least_once "
             f"{_s(entry['at_least_once'][THROUGHPUT])}: ratio "
-            f"{_n(entry['throughput_ratio']['median'], 2)}, overhead {_pct(entry['throughput_overhead_pct'])} "
+            f"{figure(entry['throughput_ratio']['median'], 2)}, overhead {_pct(entry['throughput_overhead_pct'])} "
             f"(paired per repeat); p50 latency "
-            f"{_n(entry['exactly_once']['latency_ms.p50']['median'])} ms vs "
-            f"{_n(entry['at_least_once']['latency_ms.p50']['median'])} ms "
+            f"{figure(entry['exactly_once']['latency_ms.p50']['median'])} ms vs "
+            f"{figure(entry['at_least_once']['latency_ms.p50']['median'])} ms "
             f"({_signed(entry['latency_p50_added_ms']['median'])} ms), p99 "
-            f"{_n(entry['exactly_once']['latency_ms.p99']['median'])} ms vs "
-            f"{_n(entry['at_least_once']['latency_ms.p99']['median'])} ms."
+            f"{figure(entry['exactly_once']['latency_ms.p99']['median'])} ms vs "
+            f"{figure(entry['at_least_once']['latency_ms.p99']['median'])} ms."
         )
     for key in sorted(k for k in sweep if "stock_faust" in summary[k]):
         stock, eos = summary[key]["stock_faust"], summary[key]["exactly_once"][THROUGHPUT]["median"]
         lines.append(
-            f"* **Stock Faust, {interval_text(key[0])} commit interval** (`kafka://`, at_least_once, the same two "
+            f"* **Stock Faust, {interval_text(key.interval_ms)} commit interval** (`kafka://`, at_least_once, the same two "
             f"hops without windows or dead letters: `benchmarks/stock_faust.py`): {_s(stock[THROUGHPUT])} events/s, "
-            f"p50 / p99 latency {_n(stock['latency_ms.p50']['median'])} / {_n(stock['latency_ms.p99']['median'])} ms, "
-            f"{_n(stock['cpu.worker_s_per_1k_events']['median'], 2)} worker CPU s per 1,000 events; faust-eos "
-            f"exactly_once drains {_n(ratio(eos, stock[THROUGHPUT]['median']), 2)}× its rate"
+            f"p50 / p99 latency {figure(stock['latency_ms.p50']['median'])} / {figure(stock['latency_ms.p99']['median'])} ms, "
+            f"{figure(stock['cpu.worker_s_per_1k_events']['median'], 2)} worker CPU s per 1,000 events; faust-eos "
+            f"exactly_once drains {figure(ratio(eos, stock[THROUGHPUT]['median']), 2)}× its rate"
             + ("" if stock["counts_match"] else " (its counts did not all match reconcile's)")
             + (f"; the latency phase's {latency_rate:,.0f} events/s are more than it drains, so its latency is "
                f"the wait in a growing queue." if latency_rate and (stock[THROUGHPUT]["median"] or 0) < latency_rate
                else "."))
-    for key in sorted(k for k in summary if k not in sweep):
+    for key in sorted(k for k in summary if k not in sweep and k.backlog == base.backlog):
         entry = summary[key]
         lines.append(f"* **{point_label(key)}**: overhead {_pct(entry['throughput_overhead_pct'])}, p50 latency "
                      f"{_signed(entry['latency_p50_added_ms']['median'])} ms.")
     lines.extend(_scaling(summary))
-    if base and base[1] in references:
-        ref = references[base[1]]
+    lines.extend(_memory(summary, base))
+    if base and base.record_bytes in references:
+        ref = references[base.record_bytes]
         best = max(summary[k]["at_least_once"][THROUGHPUT]["median"] or 0 for k in sweep)
         best_eos = max(summary[k]["exactly_once"][THROUGHPUT]["median"] or 0 for k in sweep)
         limit = min(ref["producer"]["median"] or 0, ref["consumer"]["median"] or 0)
         if limit and best:
             lines.append(
-                f"* **Distance to the raw broker limit**: one producer alone writes {_n(ref['producer']['median'])} "
-                f"records/s and one consumer alone reads {_n(ref['consumer']['median'])}/s; the pipeline's best "
-                f"median is {_n(best)} events/s at_least_once ({best / limit * 100:.2f} % of the lower raw rate, "
-                f"{limit / best:,.0f}× below it) and {_n(best_eos)} events/s exactly_once "
+                f"* **Distance to the raw broker limit**: one producer alone writes {figure(ref['producer']['median'])} "
+                f"records/s and one consumer alone reads {figure(ref['consumer']['median'])}/s; the pipeline's best "
+                f"median is {figure(best)} events/s at_least_once ({best / limit * 100:.2f} % of the lower raw rate, "
+                f"{limit / best:,.0f}× below it) and {figure(best_eos)} events/s exactly_once "
                 f"({best_eos / limit * 100:.2f} %).")
     for size, ref in references.items():
-        parts = [f"{_tx_label(s)} ({_n(t['records_per_transaction']['median'])} records/transaction): "
+        parts = [f"{_tx_label(s)} ({figure(t['records_per_transaction']['median'])} records/transaction): "
                  f"{_pct(t['overhead_pct'])}" for s, t in ref["transactional"].items()]
         lines.append(f"* **Transactional vs idempotent producer, {ref['mean_record_bytes']:,.0f} B records**: "
                      + "; ".join(parts) + ".")
@@ -117,16 +117,28 @@ def headline(summary: dict, references: dict, latency_rate: Optional[float] = No
 def _scaling(summary: dict) -> list[str]:
     """Per point run with more than one worker: its throughput against the same point with one worker."""
     lines = []
-    for key in sorted(k for k in summary if k[3] > 1):
-        single = summary.get((*key[:3], 1))
+    for key in sorted(k for k in summary if k.workers > 1):
+        single = summary.get(key._replace(workers=1))
         if single is None:
             continue
         parts = []
         for g in GUARANTEES:
             many, one = summary[key][g][THROUGHPUT]["median"], single[g][THROUGHPUT]["median"]
-            parts.append(f"{g} {_n(many)} vs {_n(one)} events/s ({_n(ratio(many, one), 2)}×)")
-        lines.append(f"* **{key[3]} workers vs 1** ({point_label(key)}): " + "; ".join(parts) + ".")
+            parts.append(f"{g} {figure(many)} vs {figure(one)} events/s ({figure(ratio(many, one), 2)}×)")
+        lines.append(f"* **{key.workers} workers vs 1** ({point_label(key)}): " + "; ".join(parts) + ".")
     return lines
+
+
+def _memory(summary: dict, base: Optional[PointKey]) -> list[str]:
+    """A worker's peak RSS at the first point's backlog and at each other: whether memory stays bounded."""
+    keys = sorted((k for k in summary if base and k._replace(backlog=base.backlog) == base), key=lambda k: k.backlog)
+    if len(keys) < 2:
+        return []
+    parts = [f"{g} " + ", ".join(f"{figure(summary[k][g]['worker_peak_rss_mb']['median'])} MiB at {k.backlog:,}"
+                                 for k in keys) for g in GUARANTEES]
+    drains = ", ".join(f"{figure(summary[k]['exactly_once'][THROUGHPUT]['median'])} at {k.backlog:,}" for k in keys)
+    return [f"* **A worker's peak RSS as the backlog grows** ({point_label(base).rsplit(', ', 1)[0]}): "
+            + "; ".join(parts) + f" records (exactly_once drains {drains} events/s)."]
 
 
 def _cost_split(summary: dict) -> Iterable[str]:
@@ -145,10 +157,10 @@ def _cost_split(summary: dict) -> Iterable[str]:
     for key, e in summary.items():
         alo, eos = e["at_least_once"], e["exactly_once"]
         yield (f"| {point_label(key)} | {_s(e['throughput_ratio'], 2)} | "
-               f"{_n(alo['cpu.worker_s_per_1k_events']['median'], 2)} → {_n(eos['cpu.worker_s_per_1k_events']['median'], 2)} | "
-               f"{_n(alo['latency_ms.p50']['median'])} / {_n(alo['latency_ms.p99']['median'])} | "
+               f"{figure(alo['cpu.worker_s_per_1k_events']['median'], 2)} → {figure(eos['cpu.worker_s_per_1k_events']['median'], 2)} | "
+               f"{figure(alo['latency_ms.p50']['median'])} / {figure(alo['latency_ms.p99']['median'])} | "
                f"{_signed(e['latency_p50_added_ms']['median'])} / {_signed(e['latency_p99_added_ms']['median'])} | "
-               f"{_n(eos['lso_lag.max_records']['median'])} |")
+               f"{figure(eos['lso_lag.max_records']['median'])} |")
     yield ""
 
 
@@ -189,9 +201,14 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
            f"start {', '.join(f'{x:.2f}' for x in m['load_average_at_start'])}; shared with other workloads.")
     yield f"* Python {meta['python']}; workers are `faust -A app worker` processes started by `tools.workers`."
     w = meta["workload"]
+    base, _ = interval_sweep(summary)
+    others = sorted({k.backlog for k in summary} - {base.backlog}) if base else []
+    backlog = f"{base.backlog:,}" if base else "?"
+    if others:
+        backlog += f" ({', '.join(f'{b:,}' for b in others)} at the first point too, for memory)"
     yield (f"* Each run: fresh topics; {w['warmup_events']} warm-up events (not measured); latency phase "
            f"{w['latency_rate']:g} events/s for {w['latency_seconds']:g} s; throughput phase a backlog of "
-           f"{w['throughput_events']:,} input records produced as fast as possible. Load from `app.loadgen` "
+           f"{backlog} input records produced as fast as possible. Load from `app.loadgen` "
            "(5 % duplicates, 2 % bad records, 20 merchants), seed "
            f"{w['seed']}. Repeats: {args['repeats']}; order of the two guarantees alternates between repeats.")
     yield (f"* Pipeline settings: transaction timeout {meta['pipeline_settings']['transaction_timeout_ms']}, "
@@ -226,11 +243,11 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     yield "| point | ALO events/s | EOS events/s | EOS overhead | ALO p50 / p95 / p99 / max ms | EOS p50 / p95 / p99 / max ms | p50 added |"
     yield "|---|---|---|---|---|---|---|"
     for key, e in summary.items():
-        lat = {g: " / ".join(_n(e[g][f"latency_ms.{q}"]["median"]) for q in ("p50", "p95", "p99", "max"))
+        lat = {g: " / ".join(figure(e[g][f"latency_ms.{q}"]["median"]) for q in ("p50", "p95", "p99", "max"))
                for g in GUARANTEES}
         yield (f"| {point_label(key)} | {_s(e['at_least_once'][THROUGHPUT])} | "
                f"{_s(e['exactly_once'][THROUGHPUT])} | {_pct(e['throughput_overhead_pct'])} | "
-               f"{lat['at_least_once']} | {lat['exactly_once']} | +{_n(e['latency_p50_added_ms']['median'])} ms |")
+               f"{lat['at_least_once']} | {lat['exactly_once']} | {_signed(e['latency_p50_added_ms']['median'])} ms |")
     yield ""
     if "throughput" in plots:
         yield f"![throughput vs commit interval]({plots['throughput']})"
@@ -254,13 +271,13 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     for key, e in summary.items():
         for g in GUARANTEES:
             x = e[g]
-            yield (f"| {point_label(key)} | {SHORT[g]} | {_n(x['commits.p50_ms']['median'], 1)} / "
-                   f"{_n(x['commits.p99_ms']['median'], 1)} | {_n(x['commits.rounds_per_s']['median'], 1)} | "
-                   f"{_n(x['commits.partition_commits_per_s']['median'], 1)} | "
-                   f"{_n(x['cpu.worker_s_per_1k_events']['median'], 2)} | "
-                   f"{_n(x['cpu.worker_cores_while_draining']['median'], 2)} | {_n(x['cpu.broker_s_per_1k_events']['median'], 2)} | "
-                   f"{_n(x['worker_peak_rss_mb']['median'])} | {_n(x['lso_lag.max_records']['median'])} / "
-                   f"{_n(x['lso_lag.mean_records']['median'], 1)} |")
+            yield (f"| {point_label(key)} | {SHORT[g]} | {figure(x['commits.p50_ms']['median'], 1)} / "
+                   f"{figure(x['commits.p99_ms']['median'], 1)} | {figure(x['commits.rounds_per_s']['median'], 1)} | "
+                   f"{figure(x['commits.partition_commits_per_s']['median'], 1)} | "
+                   f"{figure(x['cpu.worker_s_per_1k_events']['median'], 2)} | "
+                   f"{figure(x['cpu.worker_cores_while_draining']['median'], 2)} | {figure(x['cpu.broker_s_per_1k_events']['median'], 2)} | "
+                   f"{figure(x['worker_peak_rss_mb']['median'])} | {figure(x['lso_lag.max_records']['median'])} / "
+                   f"{figure(x['lso_lag.mean_records']['median'], 1)} |")
     yield ""
     yield "## Reference lines: the broker alone, idempotent vs transactional producer"
     yield ""
@@ -273,14 +290,14 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
                     if first else "| | | ")
             first = False
             yield (f"{head}| {_tx_label(setting)} | {_s(t['records_per_s'])} | "
-                   f"{_n(t['records_per_transaction']['median'])} | {_pct(t['overhead_pct'])} |")
+                   f"{figure(t['records_per_transaction']['median'])} | {_pct(t['overhead_pct'])} |")
     yield ""
     yield ("Kafka's designers reported about 3 % lower producer throughput for 1 KB records in 100 ms "
            "transactions. The row *~1,024 B, every 100 ms* above is the same measurement on this machine "
            "(a negative overhead means the transactional run was faster: within the noise).")
     yield ""
-    yield from _profile_section(results)
-    yield from _long_transaction_section(results, plots)
+    yield from profile_section(results)
+    yield from long_transaction_section(results, plots)
     yield "## Sanity checks"
     yield ""
     runs = results["pipeline"]
@@ -309,106 +326,3 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
                f"after the start-up race: {bad.get('restarted_workers', 0)}): counts match reconcile: "
                f"{bad['counts']['match']}; reconcile problems {bad['reconcile_problems']}")
     yield ""
-
-
-def _profile_section(results: dict) -> Iterable[str]:
-    runs = results.get("profiles") or []
-    profiled = {r["guarantee"]: r for r in runs if r.get("profile", {}).get("samples")}
-    not_taken = [f"{r['guarantee']}: {r.get('profile_error', 'no samples')}" for r in runs
-                 if r["guarantee"] not in profiled]
-    if not_taken:
-        yield "## Where a worker's time goes: a profile"
-        yield ""
-        yield "Not taken for " + "; ".join(not_taken) + "."
-        yield ""
-    if not profiled:
-        return
-    shown = [g for g in GUARANTEES if g in profiled]
-    first = profiled[shown[0]]
-    if not not_taken:
-        yield "## Where a worker's time goes: a profile"
-        yield ""
-    yield (f"One more run per guarantee at {point_label(point_key(first['point']))}, its worker sampled by py-spy "
-           f"through the throughput phase (`benchmarks/profile.py`): shares of the event-loop thread's wall-clock "
-           "time, idle included. The producers' and the consumer's own threads are not in it. py-spy pauses the "
-           "worker for each sample, which slows it, so these runs are not in the tables above.")
-    yield ""
-    heads = " | ".join(SHORT[g] for g in shown)
-    yield f"| while profiled | {heads} |"
-    yield "|---|" + "---|" * len(shown)
-    yield ("| drain events/s | " + " | ".join(_n(profiled[g]["throughput"]["drain_events_per_s"]) for g in shown)
-           + " |")
-    yield "| seconds sampled | " + " | ".join(_n(profiled[g]["profile"]["seconds"], 1) for g in shown) + " |"
-    yield ""
-    yield f"| time inside | {heads} |"
-    yield "|---|" + "---|" * len(shown)
-    for part in first["profile"]["within"]:
-        yield f"| {part} | " + " | ".join(_share(profiled[g]["profile"]["within"].get(part)) for g in shown) + " |"
-    yield ""
-    owners = list(dict.fromkeys(o for g in shown for o in profiled[g]["profile"]["own"]))
-    yield f"| code running (the sampled frame's) | {heads} |"
-    yield "|---|" + "---|" * len(shown)
-    for owner in owners:
-        yield f"| {owner} | " + " | ".join(_share(profiled[g]["profile"]["own"].get(owner)) for g in shown) + " |"
-    yield ""
-
-
-def _share(fraction: Optional[float]) -> str:
-    return "—" if fraction is None else f"{fraction * 100:.1f} %"
-
-
-def _long_transaction_section(results: dict, plots: dict[str, str]) -> Iterable[str]:
-    scenarios = results.get("long_transaction") or []
-    if not scenarios:
-        return
-    yield "## Long transaction: one open transaction holds back every read_committed reader"
-    yield ""
-    yield ("The pipeline runs under exactly_once (100 ms commits, 200 events/s). A separate producer "
-           f"(`transaction.timeout.ms` = {scenarios[0]['scenario']['stall_timeout_ms']:,}) begins a transaction, "
-           "writes one record to partition 0 of `merchant-totals` and stalls. The project's own transaction "
-           "commands (`faust -A app transactions`, `hanging-transactions`, `lso`) look at it while it happens; "
-           "in the `manual` run an operator then aborts it with `faust -A app abort-transaction`.")
-    yield ""
-    yield "| run | stalled at | aborted by hand at | LSO cleared at | lag lasted | max lag | reader got from p0 / others while stalled |"
-    yield "|---|---|---|---|---|---|---|"
-    for s in scenarios:
-        reader = s["reader_records_during_stall"]
-        aborted = "—" if s["aborted_at_s"] is None else f"{s['aborted_at_s']:.1f} s"
-        yield (f"| {s['mode']} | {s['stalled_at_s']:.1f} s | {aborted} | "
-               f"{_n(s['cleared_at_s'], 1)} s | {_n(s['lag_lasted_s'], 1)} s | {s['max_lag_records']:,} records, "
-               f"{s['max_lag_ms'] / 1000:.1f} s | {reader['partition_0']:,} / {reader['other_partitions']:,} |")
-    yield ""
-    if "lso" in plots:
-        yield f"![LSO lag timeline]({plots['lso']})"
-        yield ""
-    for s in scenarios:
-        yield f"**{s['mode']}** sanity checks: " + ", ".join(
-            f"{name.replace('_', ' ')}: {'yes' if ok else 'NO'}" for name, ok in s["sanity"].items() if ok is not None) + "."
-        if s["cleared_after_abort_s"] is not None:
-            abort = next(c for c in s["commands"] if _is_abort(c))
-            before = s["lag_lasted_s"] < s["scenario"]["stall_timeout_ms"] / 1000
-            yield (f"The LSO moved {s['cleared_after_abort_s']:.1f} s after the abort command started "
-                   f"(the command itself took {abort.get('seconds', 0):.1f} s; LSO sampled "
-                   f"every 0.25 s), {s['lag_lasted_s']:.1f} s after the stall: "
-                   + ("before" if before else "NOT before") + " the stalled producer's own timeout could have aborted it.")
-        elif s["cleared_at_s"] is not None:
-            yield (f"The broker aborted it {s['lag_lasted_s']:.1f} s after the stall: the "
-                   f"{s['scenario']['stall_timeout_ms'] / 1000:g} s timeout plus up to 10 s until the broker's "
-                   "next check for timed-out transactions (`transaction.abort.timed.out.transaction.cleanup.interval.ms`).")
-        yield ""
-    yield ("What the transaction commands showed during the `manual` run (the `transactions` output is cut to "
-           "transactions writing to `merchant-totals`):")
-    yield ""
-    manual = next((s for s in scenarios if s["mode"] == "manual"), scenarios[-1])
-    for command in manual["commands"]:
-        yield f"```\n$ {command['command']}\n{command['output'] or '(no output)'}\n```"
-    yield ""
-    yield ("The stalled producer is still within its own transaction timeout, so its coordinator holds the "
-           "transaction as Ongoing: it is a *long* transaction, not a hanging one, and `hanging-transactions` "
-           "reports it only with `--blocking` (every open transaction holding back an LSO).")
-    yield ""
-
-
-def _is_abort(command: dict) -> bool:
-    """The by-hand abort: ``abort-transaction`` (``kafka-transactions.sh ... abort`` in older results)."""
-    return "abort-transaction" in command["command"] or " abort " in command["command"]

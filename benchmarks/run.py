@@ -53,9 +53,10 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--latency-rate", type=float, default=2000.0,
                         help="latency phase load, events/s (default 2000, about half of what one worker drains)")
     parser.add_argument("--latency-seconds", type=float, default=15.0, help="latency phase length (default 15)")
-    parser.add_argument("--throughput-events", type=int, default=50_000,
-                        help="throughput phase backlog, input records (default 50000: the last commit's "
-                             "tail a small part of the drain)")
+    parser.add_argument("--throughput-events", type=_ints, default=[50_000, 200_000], metavar="N,...",
+                        help="throughput phase backlogs, input records; the first at every point, each other "
+                             "at the first point alone, to show memory as the backlog grows (default "
+                             "50000,200000: the last commit's tail a small part of the drain)")
     parser.add_argument("--warmup-events", type=int, default=500, help="unmeasured warm-up events (default 500)")
     parser.add_argument("--reference-seconds", type=float, default=3.0,
                         help="length of each reference producer measurement (default 3)")
@@ -81,11 +82,13 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     if args.quick:
         args.commit_intervals, args.record_sizes, args.partitions, args.workers = [100], [0], [6], [1]
         args.repeats, args.latency_rate, args.latency_seconds = 1, 200.0, 5.0
-        args.throughput_events, args.warmup_events, args.reference_seconds, args.tx_records = 3_000, 200, 1.0, [10]
+        args.throughput_events, args.warmup_events, args.reference_seconds, args.tx_records = [3_000], 200, 1.0, [10]
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     if args.profile and args.report_from is None and profile.py_spy() is None:
         parser.error("py-spy is not installed (scripts/setup installs it): install it, or pass --no-profile")
+    if any(n < 1 for n in args.throughput_events):
+        parser.error("--throughput-events must all be at least 1")
     if any(ms < 1 or ms * 3 > 900_000 for ms in args.commit_intervals):
         parser.error("--commit-intervals must be between 1 and 300000 ms")
     if any(size > settings.max_event_bytes for size in args.record_sizes):
@@ -98,13 +101,14 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
 
 
 def points(args: argparse.Namespace) -> list[Point]:
-    """The commit-interval sweep at the first size/partitions/workers, then each other knob alone."""
-    size, parts, workers = args.record_sizes[0], args.partitions[0], args.workers[0]
+    """The commit-interval sweep at the first size/partitions/workers/backlog, then each other knob alone."""
+    size, parts, workers, backlog = args.record_sizes[0], args.partitions[0], args.workers[0], args.throughput_events[0]
     interval = args.commit_intervals[0]
-    result = [Point(ci, size, parts, workers) for ci in args.commit_intervals]
-    result += [Point(interval, s, parts, workers) for s in args.record_sizes[1:]]
-    result += [Point(interval, size, p, workers) for p in args.partitions[1:]]
-    result += [Point(interval, size, parts, w) for w in args.workers[1:]]
+    result = [Point(ci, size, parts, workers, backlog) for ci in args.commit_intervals]
+    result += [Point(interval, s, parts, workers, backlog) for s in args.record_sizes[1:]]
+    result += [Point(interval, size, p, workers, backlog) for p in args.partitions[1:]]
+    result += [Point(interval, size, parts, w, backlog) for w in args.workers[1:]]
+    result += [Point(interval, size, parts, workers, b) for b in args.throughput_events[1:]]
     return list(dict.fromkeys(result))
 
 
@@ -162,12 +166,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     results_path = args.out / "results.json"
     workload = Workload(warmup_events=args.warmup_events, latency_rate=args.latency_rate,
-                        latency_seconds=args.latency_seconds, throughput_events=args.throughput_events,
-                        seed=args.seed)
+                        latency_seconds=args.latency_seconds, seed=args.seed)
     modes = ["manual"] if args.quick else ["timeout", "manual"]
     first = plan[0]
-    stock_points = [p for p in plan if (p.record_bytes, p.partitions, p.workers)  # the commit-interval sweep
-                    == (first.record_bytes, first.partitions, first.workers)] if args.stock_faust else []
+    stock_points = [p for p in plan if (p.record_bytes, p.partitions, p.workers, p.backlog)  # the interval sweep
+                    == (first.record_bytes, first.partitions, first.workers, first.backlog)] if args.stock_faust else []
     steps = (args.repeats * (len(plan) * len(GUARANTEES) + len(args.record_sizes) + len(stock_points))
              + len(modes) * args.long_transaction + len(GUARANTEES) * args.profile)
     progress = Progress(steps)

@@ -5,7 +5,7 @@ Shared by the Markdown report (:mod:`benchmarks.report`) and its plots (:mod:`be
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from benchmarks import stats
 
@@ -17,13 +17,42 @@ SHORT = {"at_least_once": "ALO", "exactly_once": "EOS"}
 STOCK_METRICS = (THROUGHPUT, "latency_ms.p50", "latency_ms.p99", "cpu.worker_s_per_1k_events", "worker_peak_rss_mb")
 
 
-def point_key(point: dict) -> tuple:
-    return (point["commit_interval_ms"], point["record_bytes"], point["partitions"], point["workers"])
+class PointKey(NamedTuple):
+    """A benchmark point, as runs are grouped by it."""
+
+    interval_ms: int
+    record_bytes: int
+    partitions: int
+    workers: int
+    backlog: int
 
 
-def point_label(key: tuple) -> str:
-    interval, size, partitions, workers = key
-    return f"{interval_text(interval)}, {size or '~130'} B, {partitions} p, {workers} w"
+def point_key(point: dict) -> PointKey:
+    return PointKey(point["commit_interval_ms"], point["record_bytes"], point["partitions"], point["workers"],
+                    point["backlog"])
+
+
+def point_label(key: PointKey) -> str:
+    return (f"{interval_text(key.interval_ms)}, {key.record_bytes or '~130'} B, {key.partitions} p, "
+            f"{key.workers} w, {key.backlog:,} backlog")
+
+
+def interval_sweep(summary: dict) -> tuple[Optional[PointKey], list[PointKey]]:
+    """The first point (the smallest of every knob but the commit interval) and the commit-interval sweep at it."""
+    if not summary:
+        return None, []
+    base = min(summary, key=lambda k: (*k[1:], k.interval_ms))
+    return base, sorted(k for k in summary if k[1:] == base[1:])
+
+
+def with_backlogs(results: dict) -> dict:
+    """``results`` with each run's backlog in its point (runs recorded before points had one: the workload's)."""
+    backlog = results["meta"]["workload"].get("throughput_events")
+    for group in ("pipeline", "stock_faust", "profiles", "failures"):
+        for run in results.get(group) or []:
+            if "point" in run:
+                run["point"].setdefault("backlog", backlog)
+    return results
 
 
 def interval_text(ms: int) -> str:

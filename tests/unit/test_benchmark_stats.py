@@ -3,7 +3,9 @@ import pytest
 
 from benchmarks import stats
 from benchmarks.pipeline import Point
+from benchmarks.report import headline
 from benchmarks.run import parse_args, points
+from benchmarks.summary import point_key, summarise, with_backlogs
 
 
 def test_percentile_interpolates_between_ranks():
@@ -52,16 +54,44 @@ def test_cdf_points_end_at_one():
 
 
 def test_plan_sweeps_intervals_then_each_other_knob_alone():
-    args = parse_args(["--commit-intervals", "100,500", "--record-sizes", "0,1024", "--workers", "1,2"])
-    assert points(args) == [Point(100, 0, 6, 1), Point(500, 0, 6, 1), Point(100, 1024, 6, 1), Point(100, 0, 6, 2)]
+    args = parse_args(["--commit-intervals", "100,500", "--record-sizes", "0,1024", "--workers", "1,2",
+                       "--throughput-events", "5000,20000"])
+    assert points(args) == [Point(100, 0, 6, 1, 5000), Point(500, 0, 6, 1, 5000), Point(100, 1024, 6, 1, 5000),
+                            Point(100, 0, 6, 2, 5000), Point(100, 0, 6, 1, 20000)]
 
 
 def test_quick_mode_is_one_point():
     args = parse_args(["--quick"])
-    assert points(args) == [Point(100, 0, 6, 1)] and args.repeats == 1
+    assert points(args) == [Point(100, 0, 6, 1, 3000)] and args.repeats == 1
 
 
-@pytest.mark.parametrize("bad", [["--commit-intervals", "fast"], ["--record-sizes", "100000"], ["--repeats", "0"]])
+def _run(guarantee: str, backlog: int, rss_mb: float, repeat: int = 0, **point: int) -> dict:
+    """A pipeline run's result as ``results.json`` holds it, with only what the summary needs."""
+    knobs = {"commit_interval_ms": 1000, "record_bytes": 0, "partitions": 6, "workers": 1, "backlog": backlog}
+    return {"guarantee": guarantee, "repeat": repeat, "point": {**knobs, **point},
+            "throughput": {"drain_events_per_s": 4000.0}, "worker_peak_rss_mb": rss_mb,
+            "latency_ms": {"p50": 1000.0, "cdf": [[1000.0, 1.0]]}}
+
+
+def test_findings_show_peak_memory_at_each_backlog_of_the_first_point():
+    runs = [_run(g, backlog, rss) for g in ("at_least_once", "exactly_once")
+            for backlog, rss in ((50_000, 300.0), (200_000, 320.0))]
+    runs += [_run(g, 50_000, 900.0, workers=2) for g in ("at_least_once", "exactly_once")]
+    summary = summarise({"pipeline": runs})
+    (memory,) = [line for line in headline(summary, {}) if "peak RSS as the backlog grows" in line]
+    assert "exactly_once 300 MiB at 50,000, 320 MiB at 200,000" in memory
+    assert "900" not in memory  # two workers are another point
+
+
+def test_results_recorded_before_points_had_a_backlog_take_the_workloads():
+    old = _run("exactly_once", 0, 300.0)
+    del old["point"]["backlog"]
+    results = with_backlogs({"meta": {"workload": {"throughput_events": 40_000}}, "pipeline": [old]})
+    assert point_key(results["pipeline"][0]["point"]).backlog == 40_000
+
+
+@pytest.mark.parametrize("bad", [["--commit-intervals", "fast"], ["--record-sizes", "100000"], ["--repeats", "0"],
+                                 ["--throughput-events", "0"]])
 def test_bad_flags_are_refused(bad):
     with pytest.raises(SystemExit):
         parse_args(bad)

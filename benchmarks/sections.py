@@ -1,0 +1,114 @@
+"""The report's sections on single runs: the profiled runs and the long-transaction scenario."""
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from benchmarks.summary import GUARANTEES, SHORT, point_key, point_label
+
+
+def figure(value: Optional[float], digits: int = 0) -> str:
+    """A number as the report writes it: thousands separated, ``n/a`` when missing."""
+    return "n/a" if value is None else f"{value:,.{digits}f}"
+
+
+def profile_section(results: dict) -> Iterable[str]:
+    runs = results.get("profiles") or []
+    profiled = {r["guarantee"]: r for r in runs if r.get("profile", {}).get("samples")}
+    not_taken = [f"{r['guarantee']}: {r.get('profile_error', 'no samples')}" for r in runs
+                 if r["guarantee"] not in profiled]
+    if not_taken:
+        yield "## Where a worker's time goes: a profile"
+        yield ""
+        yield "Not taken for " + "; ".join(not_taken) + "."
+        yield ""
+    if not profiled:
+        return
+    shown = [g for g in GUARANTEES if g in profiled]
+    first = profiled[shown[0]]
+    if not not_taken:
+        yield "## Where a worker's time goes: a profile"
+        yield ""
+    yield (f"One more run per guarantee at {point_label(point_key(first['point']))}, its worker sampled by py-spy "
+           f"through the throughput phase (`benchmarks/profile.py`): shares of the event-loop thread's wall-clock "
+           "time, idle included. The producers' and the consumer's own threads are not in it. py-spy pauses the "
+           "worker for each sample, which slows it, so these runs are not in the tables above.")
+    yield ""
+    heads = " | ".join(SHORT[g] for g in shown)
+    yield f"| while profiled | {heads} |"
+    yield "|---|" + "---|" * len(shown)
+    yield ("| drain events/s | " + " | ".join(figure(profiled[g]["throughput"]["drain_events_per_s"]) for g in shown)
+           + " |")
+    yield "| seconds sampled | " + " | ".join(figure(profiled[g]["profile"]["seconds"], 1) for g in shown) + " |"
+    yield ""
+    yield f"| time inside | {heads} |"
+    yield "|---|" + "---|" * len(shown)
+    for part in first["profile"]["within"]:
+        yield f"| {part} | " + " | ".join(_share(profiled[g]["profile"]["within"].get(part)) for g in shown) + " |"
+    yield ""
+    owners = list(dict.fromkeys(o for g in shown for o in profiled[g]["profile"]["own"]))
+    yield f"| code running (the sampled frame's) | {heads} |"
+    yield "|---|" + "---|" * len(shown)
+    for owner in owners:
+        yield f"| {owner} | " + " | ".join(_share(profiled[g]["profile"]["own"].get(owner)) for g in shown) + " |"
+    yield ""
+
+
+def _share(fraction: Optional[float]) -> str:
+    return "—" if fraction is None else f"{fraction * 100:.1f} %"
+
+
+def long_transaction_section(results: dict, plots: dict[str, str]) -> Iterable[str]:
+    scenarios = results.get("long_transaction") or []
+    if not scenarios:
+        return
+    yield "## Long transaction: one open transaction holds back every read_committed reader"
+    yield ""
+    yield ("The pipeline runs under exactly_once (100 ms commits, 200 events/s). A separate producer "
+           f"(`transaction.timeout.ms` = {scenarios[0]['scenario']['stall_timeout_ms']:,}) begins a transaction, "
+           "writes one record to partition 0 of `merchant-totals` and stalls. The project's own transaction "
+           "commands (`faust -A app transactions`, `hanging-transactions`, `lso`) look at it while it happens; "
+           "in the `manual` run an operator then aborts it with `faust -A app abort-transaction`.")
+    yield ""
+    yield "| run | stalled at | aborted by hand at | LSO cleared at | lag lasted | max lag | reader got from p0 / others while stalled |"
+    yield "|---|---|---|---|---|---|---|"
+    for s in scenarios:
+        reader = s["reader_records_during_stall"]
+        aborted = "—" if s["aborted_at_s"] is None else f"{s['aborted_at_s']:.1f} s"
+        yield (f"| {s['mode']} | {s['stalled_at_s']:.1f} s | {aborted} | "
+               f"{figure(s['cleared_at_s'], 1)} s | {figure(s['lag_lasted_s'], 1)} s | {s['max_lag_records']:,} records, "
+               f"{s['max_lag_ms'] / 1000:.1f} s | {reader['partition_0']:,} / {reader['other_partitions']:,} |")
+    yield ""
+    if "lso" in plots:
+        yield f"![LSO lag timeline]({plots['lso']})"
+        yield ""
+    for s in scenarios:
+        yield f"**{s['mode']}** sanity checks: " + ", ".join(
+            f"{name.replace('_', ' ')}: {'yes' if ok else 'NO'}" for name, ok in s["sanity"].items() if ok is not None) + "."
+        if s["cleared_after_abort_s"] is not None:
+            abort = next(c for c in s["commands"] if _is_abort(c))
+            before = s["lag_lasted_s"] < s["scenario"]["stall_timeout_ms"] / 1000
+            yield (f"The LSO moved {s['cleared_after_abort_s']:.1f} s after the abort command started "
+                   f"(the command itself took {abort.get('seconds', 0):.1f} s; LSO sampled "
+                   f"every 0.25 s), {s['lag_lasted_s']:.1f} s after the stall: "
+                   + ("before" if before else "NOT before") + " the stalled producer's own timeout could have aborted it.")
+        elif s["cleared_at_s"] is not None:
+            yield (f"The broker aborted it {s['lag_lasted_s']:.1f} s after the stall: the "
+                   f"{s['scenario']['stall_timeout_ms'] / 1000:g} s timeout plus up to 10 s until the broker's "
+                   "next check for timed-out transactions (`transaction.abort.timed.out.transaction.cleanup.interval.ms`).")
+        yield ""
+    yield ("What the transaction commands showed during the `manual` run (the `transactions` output is cut to "
+           "transactions writing to `merchant-totals`):")
+    yield ""
+    manual = next((s for s in scenarios if s["mode"] == "manual"), scenarios[-1])
+    for command in manual["commands"]:
+        yield f"```\n$ {command['command']}\n{command['output'] or '(no output)'}\n```"
+    yield ""
+    yield ("The stalled producer is still within its own transaction timeout, so its coordinator holds the "
+           "transaction as Ongoing: it is a *long* transaction, not a hanging one, and `hanging-transactions` "
+           "reports it only with `--blocking` (every open transaction holding back an LSO).")
+    yield ""
+
+
+def _is_abort(command: dict) -> bool:
+    """The by-hand abort: ``abort-transaction`` (``kafka-transactions.sh ... abort`` in older results)."""
+    return "abort-transaction" in command["command"] or " abort " in command["command"]
