@@ -14,6 +14,7 @@ dead-letter topic (reason ``late``) instead of its window.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import faust
 
@@ -68,13 +69,13 @@ async def dead_letter(record: BatchRecord, rejection: Rejection, counted_by: met
 @app.agent(topics.payments)
 async def ingest(batches: faust.StreamT[Batch]) -> None:
     async for batch in batches:
+        ingest_metrics.events_in.inc(len(batch))
         for record in batch:
             await ingest_one(record)
 
 
 async def ingest_one(record: BatchRecord) -> None:
     """Validate one payment, drop it if seen, dead-letter it if bad or conflicting, else re-key it."""
-    ingest_metrics.events_in.inc()
     now = time.time()
     expire_seen_events(now)
     result = parse_payment(record.raw_value, max_bytes=settings.max_event_bytes,
@@ -94,32 +95,62 @@ async def ingest_one(record: BatchRecord) -> None:
         await topics.payments_by_merchant.send(key=result.merchant_id, value=result)
 
 
+class BatchTable:
+    """A table as one batch uses it: each key read from the table once, and written to it once, by
+    :meth:`write_back` at the batch's end.
+
+    A batch is one event, so the table ends up where each record's own writes would have left it.
+    """
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+        self._values: dict[Any, Any] = {}
+        self._written: set[Any] = set()
+
+    def get(self, key: Any) -> Any:
+        try:
+            return self._values[key]
+        except KeyError:
+            value = self._values[key] = self.table.get(key)
+            return value
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._values[key] = value
+        self._written.add(key)
+
+    def write_back(self) -> None:
+        for key in self._written:
+            self.table[key] = self._values[key]
+
+
 @app.agent(topics.payments_by_merchant)
 async def aggregate(batches: faust.StreamT[Batch]) -> None:
     async for batch in batches:
-        # A batch is one event: its partition's stream time is read once and written once, at its end (also
-        # when a record fails), where each record's own stream time would have left it.
+        aggregate_metrics.events_in.inc(len(batch))
+        # Each table key is read once per batch and written once, at its end (also when a record fails).
         partition = str(batch.partition)
         stream_time = seen_until = stream_times.get(partition)
+        totals, windows = BatchTable(merchant_totals), BatchTable(window_totals)
         try:
             for record in batch:
                 stream_time = advance_stream_time(stream_time, record.value.ts)
-                await aggregate_one(record, stream_time)
+                await aggregate_one(record, stream_time, totals, windows)
         finally:
+            totals.write_back()
+            windows.write_back()
             if stream_time != seen_until:
                 stream_times[partition] = stream_time
 
 
-async def aggregate_one(record: BatchRecord, stream_time: float) -> None:
+async def aggregate_one(record: BatchRecord, stream_time: float, totals: BatchTable, windows: BatchTable) -> None:
     """Count one payment in its merchant's running total and, unless late at ``stream_time`` (its partition's,
     this payment included), in its window."""
     payment: Payment = record.value
     size, grace = settings.window_seconds, settings.window_grace_seconds
-    aggregate_metrics.events_in.inc()
     close_windows(stream_time)
 
-    total = add_to_total(merchant_totals.get(payment.merchant_id), payment)
-    merchant_totals[payment.merchant_id] = total
+    total = add_to_total(totals.get(payment.merchant_id), payment)
+    totals[payment.merchant_id] = total
     await topics.merchant_totals.send(key=payment.merchant_id, value=total)
 
     start = window_start(payment.ts, size)
@@ -129,7 +160,7 @@ async def aggregate_one(record: BatchRecord, stream_time: float) -> None:
                          f"(grace {grace:g} s); counted in the merchant total only"), aggregate_metrics)
     else:
         key = window_key(payment.merchant_id, start)
-        window = add_to_window(window_totals.get(key), payment, size)
-        window_totals[key] = window
+        window = add_to_window(windows.get(key), payment, size)
+        windows[key] = window
         await topics.window_totals.send(key=payment.merchant_id, value=window)
     aggregate_metrics.aggregated.inc()
