@@ -65,8 +65,9 @@ def test_duplicate_repeats_an_earlier_valid_record_byte_for_byte_with_its_key(sa
             assert (r.key, r.value) in earlier
 
 
-def test_each_bad_kind_except_conflict_is_rejected_for_its_own_reason(sample):
-    for r in sample:
+@pytest.mark.parametrize("record_bytes", [0, 1024])
+def test_each_bad_kind_except_conflict_is_rejected_for_its_own_reason(record_bytes):
+    for r in records(count=5000, seed=7, record_bytes=record_bytes):
         if r.kind in BAD_KINDS and r.kind != "conflict":
             result = parse(r.value)
             assert isinstance(result, Rejection) and result.reason is Reason(r.kind), (r, result)
