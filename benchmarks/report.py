@@ -130,14 +130,18 @@ def _scaling(summary: dict) -> list[str]:
 
 
 def _memory(summary: dict, base: Optional[PointKey]) -> list[str]:
-    """A worker's peak RSS at the first point's backlog and at each other: whether memory stays bounded."""
-    keys = sorted((k for k in summary if base and k._replace(backlog=base.backlog) == base), key=lambda k: k.backlog)
-    if len(keys) < 2:
+    """A worker's peak RSS at each backlog, at the commit interval the other backlogs ran at: whether memory
+    stays bounded as the backlog grows."""
+    alike = [k for k in summary if base and (k.record_bytes, k.partitions, k.workers)
+             == (base.record_bytes, base.partitions, base.workers)]
+    larger = [k for k in alike if k.backlog != base.backlog]
+    if not larger:
         return []
+    keys = sorted((k for k in alike if k.interval_ms == larger[0].interval_ms), key=lambda k: k.backlog)
     parts = [f"{g} " + ", ".join(f"{figure(summary[k][g]['worker_peak_rss_mb']['median'])} MiB at {k.backlog:,}"
                                  for k in keys) for g in GUARANTEES]
     drains = ", ".join(f"{figure(summary[k]['exactly_once'][THROUGHPUT]['median'])} at {k.backlog:,}" for k in keys)
-    return [f"* **A worker's peak RSS as the backlog grows** ({point_label(base).rsplit(', ', 1)[0]}): "
+    return [f"* **A worker's peak RSS as the backlog grows** ({point_label(keys[0]).rsplit(', ', 1)[0]}): "
             + "; ".join(parts) + f" records (exactly_once drains {drains} events/s)."]
 
 

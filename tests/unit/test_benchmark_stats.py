@@ -77,10 +77,11 @@ def test_findings_show_peak_memory_at_each_backlog_of_the_first_point():
     runs = [_run(g, backlog, rss) for g in ("at_least_once", "exactly_once")
             for backlog, rss in ((50_000, 300.0), (200_000, 320.0))]
     runs += [_run(g, 50_000, 900.0, workers=2) for g in ("at_least_once", "exactly_once")]
+    runs += [_run(g, 50_000, 800.0, commit_interval_ms=100) for g in ("at_least_once", "exactly_once")]
     summary = summarise({"pipeline": runs})
     (memory,) = [line for line in headline(summary, {}) if "peak RSS as the backlog grows" in line]
     assert "exactly_once 300 MiB at 50,000, 320 MiB at 200,000" in memory
-    assert "900" not in memory  # two workers are another point
+    assert "900" not in memory and "800" not in memory  # other workers, another commit interval: other points
 
 
 def test_results_recorded_before_points_had_a_backlog_take_the_workloads():
