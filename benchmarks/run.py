@@ -14,7 +14,7 @@ import platform
 import re
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -169,8 +169,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                         latency_seconds=args.latency_seconds, seed=args.seed)
     modes = ["manual"] if args.quick else ["timeout", "manual"]
     first = plan[0]
-    stock_points = [p for p in plan if (p.record_bytes, p.partitions, p.workers, p.backlog)  # the interval sweep
-                    == (first.record_bytes, first.partitions, first.workers, first.backlog)] if args.stock_faust else []
+    stock_points = [p for p in plan  # the commit-interval sweep: the first point but for its interval
+                    if replace(p, commit_interval_ms=first.commit_interval_ms) == first] if args.stock_faust else []
     steps = (args.repeats * (len(plan) * len(GUARANTEES) + len(args.record_sizes) + len(stock_points))
              + len(modes) * args.long_transaction + len(GUARANTEES) * args.profile)
     progress = Progress(steps)
