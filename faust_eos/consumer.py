@@ -30,7 +30,7 @@ from faust_eos.delivery import Delivery
 from faust_eos.errors import LocalStateNotWritten
 from faust_eos.event_path import EventPaths
 from faust_eos.faust_internals import ConsumerHooks
-from faust_eos.manager import TransactionManager, max_uncommitted_records
+from faust_eos.manager import TransactionManager, fetch_max_wait_ms, max_uncommitted_records
 from faust_eos.offsets import CommittedOffsets
 from faust_eos.produce import producer_config
 from faust_eos.security import librdkafka_client
@@ -69,6 +69,9 @@ class Consumer(ConsumerHooks):
         self._commit_ended = asyncio.Event()  # set as each commit ends: there may be room again
         self._no_wait_until = 0.0  # loop time before which input is handed out even at the limit
         self._commits_begun = 0
+
+    def fetch_wait_ms(self) -> int:
+        return fetch_max_wait_ms(self.app.conf.broker)
 
     @property
     def held_sends(self) -> HeldSends:

@@ -30,6 +30,10 @@ Private names used, and why:
 * aiokafka's ``AIOKafkaConsumer._coordinator`` (``request_rejoin``) and
   ``AIOKafkaConsumer._client`` (``force_metadata_update``): asking for a rebalance,
   and for fresh metadata.
+* ``Consumer._new_consumer_thread`` and ``AIOKafkaConsumerThread._create_worker_consumer``
+  (:class:`ConsumerThreadHooks`), with aiokafka's ``AIOKafkaConsumer._fetch_max_wait_ms``:
+  the worker's aiokafka consumer built with the fetch wait the consumer asks for
+  (:meth:`ConsumerHooks.fetch_wait_ms`) instead of Faust's fixed 1,500 ms.
 * the RocksDB store's ``_get``, ``_set``, ``_del``, ``_contains``, ``_iterkeys``,
   ``_itervalues``, ``_iteritems`` and ``_size`` (overridden through
   :class:`StoreHooks`): every read and write of a table's local state.
@@ -115,6 +119,13 @@ class ConsumerHooks(faust_aiokafka.Consumer):
     async def _add_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
         await self.note_gap(tp, offset_from, offset_to)
 
+    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
+        return ConsumerThreadHooks(self, loop=self.loop, beacon=self.beacon)
+
+    def fetch_wait_ms(self) -> Optional[int]:
+        """How long one fetch may wait at the broker for records; None keeps Faust's (1,500 ms)."""
+        return None
+
     async def note_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
         """Offsets ``offset_from`` to ``offset_to`` of ``tp`` hold no record for the streams."""
         await super()._add_gap(tp, offset_from, offset_to)
@@ -166,6 +177,17 @@ class ConsumerHooks(faust_aiokafka.Consumer):
         """Ask the broker for fresh topic metadata soon."""
         client = self.aiokafka_consumer()._client
         self._thread.thread_loop.call_soon_threadsafe(client.force_metadata_update)
+
+
+class ConsumerThreadHooks(faust_aiokafka.AIOKafkaConsumerThread):
+    """Faust's consumer thread, building the worker's aiokafka consumer with the consumer's fetch wait."""
+
+    def _create_worker_consumer(self, transport: Any) -> Any:
+        consumer = super()._create_worker_consumer(transport)
+        wait_ms = self.consumer.fetch_wait_ms()
+        if wait_ms is not None:
+            consumer._fetch_max_wait_ms = wait_ms  # read once, by the fetcher its start() builds
+        return consumer
 
 
 class TopicHooks(faust.Topic):

@@ -9,8 +9,10 @@ import pytest
 from faust_eos import LocalStateNotWritten, SettingRefused, StoreRefused
 from faust_eos.consumer import Consumer
 from faust_eos.manager import (
+    DEFAULT_FETCH_MAX_WAIT_MS,
     DEFAULT_MAX_UNCOMMITTED_RECORDS,
     DEFAULT_TRANSACTION_TIMEOUT_MS,
+    fetch_max_wait_ms,
     max_uncommitted_records,
     refuse_settings_that_bypass_transactions,
     transaction_timeout_ms,
@@ -59,6 +61,13 @@ def test_the_uncommitted_records_limit_defaults_to_twenty_thousand_and_is_read_f
     assert max_uncommitted_records(broker_urls("eos://localhost:9092?max_uncommitted_records=500")) == 500
     with pytest.raises(ValueError, match="max_uncommitted_records='lots'"):
         max_uncommitted_records(broker_urls("eos://localhost:9092?max_uncommitted_records=lots"))
+
+
+def test_a_fetch_waits_at_most_twenty_milliseconds_unless_the_broker_url_says_otherwise():
+    assert fetch_max_wait_ms(broker_urls("eos://localhost:9092")) == DEFAULT_FETCH_MAX_WAIT_MS == 20
+    assert fetch_max_wait_ms(broker_urls("eos://localhost:9092?fetch_max_wait_ms=500")) == 500
+    with pytest.raises(ValueError, match="fetch_max_wait_ms='0'"):
+        fetch_max_wait_ms(broker_urls("eos://localhost:9092?fetch_max_wait_ms=0"))
 
 
 def test_publishing_records_at_commit_time_is_refused_under_exactly_once():

@@ -3,7 +3,8 @@
 faust_eos.faust_internals overrides private consumer methods through public
 hooks (fetch_batch, note_gap, committable_offsets, seek_partition) and reads
 private state (_committed_offset, _acked, _acked_index, _thread, aiokafka's
-_coordinator and _client). Each test drives Faust's own code with fakes and
+_coordinator and _client), and builds the worker's aiokafka consumer with its own
+fetch wait (_new_consumer_thread, _create_worker_consumer, aiokafka's _fetch_max_wait_ms). Each test drives Faust's own code with fakes and
 fails if a release stops behaving as the layer expects.
 See also test_faust_contract_app.py, test_faust_contract_store.py and
 test_faust_contract_rules.py.
@@ -24,6 +25,7 @@ from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Consumer as
 from faust.types import TP
 from mode.services import ServiceTask
 
+from faust_eos.manager import DEFAULT_FETCH_MAX_WAIT_MS
 from faust_contract_support import (
     ORDERS,
     RecordingConsumer,
@@ -313,6 +315,34 @@ def test_aiokafka_consumer_start_sets_a_group_coordinator_whose_request_rejoin_a
             await consumer.stop()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("processing_guarantee", ["exactly_once", "at_least_once"])
+def test_the_workers_aiokafka_consumer_hands_its_fetcher_the_fetch_wait_of_the_broker_url(processing_guarantee):
+    async def scenario() -> None:
+        app = worker_app(processing_guarantee, broker="eos://localhost:9092?fetch_max_wait_ms=35")
+        thread = app.consumer._thread
+        consumer = thread._create_consumer(loop=asyncio.get_running_loop())
+        assert isinstance(consumer, AIOKafkaConsumer) and consumer._group_id == "contract"
+
+        async def bootstrap_without_broker() -> None:
+            pass
+
+        consumer._client.bootstrap = bootstrap_without_broker
+        await consumer.start()
+        try:
+            assert consumer._fetcher._fetch_max_wait_ms == 35
+        finally:
+            await consumer.stop()
+
+    asyncio.run(scenario())
+
+
+def test_without_a_fetch_wait_in_the_broker_url_the_consumer_waits_the_default_not_faust_s_1500_ms():
+    async def build() -> Any:
+        return worker_app().consumer._thread._create_consumer(loop=asyncio.get_running_loop())
+
+    assert asyncio.run(build())._fetch_max_wait_ms == DEFAULT_FETCH_MAX_WAIT_MS != 1500
 
 
 def test_aiokafka_consumer_client_force_metadata_update_asks_for_an_update_without_arguments():
