@@ -112,3 +112,37 @@ def long_transaction_section(results: dict, plots: dict[str, str]) -> Iterable[s
 def _is_abort(command: dict) -> bool:
     """The by-hand abort: ``abort-transaction`` (``kafka-transactions.sh ... abort`` in older results)."""
     return "abort-transaction" in command["command"] or " abort " in command["command"]
+
+
+def sanity_section(results: dict) -> Iterable[str]:
+    """Whether the runs can be trusted: counts against reconcile, exactness, clean stops, failures."""
+    yield "## Sanity checks"
+    yield ""
+    runs = results["pipeline"]
+    matched = sum(1 for r in runs if r["counts"]["match"])
+    exact = sum(1 for r in runs if r["reconcile_ok"])
+    clean = sum(1 for r in runs if all(code == 0 for code in r["exit_codes"].values()))
+    yield (f"* Throughput counts vs reconcile: in {matched} of {len(runs)} runs the events and updates the "
+           "benchmark's reader saw equal reconcile's counted events and total updates of the same run.")
+    yield f"* Reconcile exact (no loss, no duplicate, right totals) in {exact} of {len(runs)} runs."
+    yield f"* Workers stopped cleanly (exit code 0) in {clean} of {len(runs)} runs."
+    profiled = results.get("profiles") or []
+    if profiled:
+        sound = sum(1 for r in profiled if r["counts"]["match"] and r["reconcile_ok"]
+                    and all(code == 0 for code in r["exit_codes"].values()))
+        yield (f"* Profiled runs: {sound} of {len(profiled)} matched reconcile, exact, with workers stopped "
+               "cleanly.")
+    restarts = sum(r.get("restarted_workers", 0) for r in runs)
+    yield (f"* Workers restarted during warm-up after the changelog start-up race (Faust's agent crash-loops with "
+           f"`PartitionsMismatch` when it starts before its new changelog topics show in the metadata): {restarts}.")
+    failures = results.get("failures") or []
+    yield f"* Runs that failed and are left out of the tables: {len(failures)}."
+    for failure in failures:
+        yield f"  * {failure}"
+    unsound = [r for r in runs if not r["counts"]["match"] or not r["reconcile_ok"]]
+    yield f"* Runs in the tables that reconcile found inexact, or whose counts differ from it: {len(unsound)}."
+    for bad in unsound:
+        yield (f"  * {bad['run']} ({bad['guarantee']}, {point_label(point_key(bad['point']))}, workers restarted "
+               f"after the start-up race: {bad.get('restarted_workers', 0)}): counts match reconcile: "
+               f"{bad['counts']['match']}; reconcile problems {bad['reconcile_problems']}")
+    yield ""
