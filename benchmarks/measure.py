@@ -19,6 +19,18 @@ from kafka_ops.offsets import admin_end_offsets, read_offsets
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def ready_records(consumer: Consumer, timeout: float, most: int = 1000) -> list:
+    """The records a consumer holds now, up to ``most``, waiting at most ``timeout`` for the first.
+
+    ``consume(most, timeout)`` waits for all ``most`` until ``timeout``: a watcher
+    timing when records become visible would note them up to ``timeout`` late.
+    """
+    first = consumer.poll(timeout)
+    if first is None:
+        return []
+    return [first, *consumer.consume(most - 1, timeout=0)]
+
+
 class OutputWatcher(threading.Thread):
     """A read_committed reader of one output topic, noting when each update became visible.
 
@@ -49,7 +61,7 @@ class OutputWatcher(threading.Thread):
             partitions = wait_for_partitions(consumer, self.topic)
             consumer.assign([TopicPartition(self.topic, p, 0) for p in partitions])
             while not self._done.is_set():
-                messages = consumer.consume(1000, timeout=0.1)
+                messages = ready_records(consumer, timeout=0.1)
                 now = time.time()
                 for msg in messages:
                     if msg.error():
