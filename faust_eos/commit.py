@@ -14,25 +14,25 @@ through the same steps, numbered in :meth:`PartitionCommits._commit_partition`:
      checkpoints, then the records' futures resolve; if a store cannot take
      them (its disk failed), :class:`LocalStateNotWritten` stops the worker,
      whose next start restores them from the changelog past the old checkpoint;
-   * :class:`TransactionFailed` (aborted, nothing visible): the outputs are
-     put back, the table writes stay, and the offset is committed again at the
-     next round;
-   * :class:`ProducerFenced` or :class:`TransactionStuck`, or any other way
-     the commit ends (cancelled, an unexpected error: its outcome is unknown):
-     the partition is given up: its staged records, its table writes and its
-     producer are dropped (the stores still hold the last committed state) and
-     the group is asked to rebalance, so whoever claims it next starts from
-     its last committed offset. Outputs and table writes are always dropped or
-     kept together: a later commit must never carry writes without the outputs
-     of the same events;
-   * a partition given up while its transaction ran (revoked meanwhile) has
-     nothing left to put back when that transaction fails.
+   * not committed, whatever the reason (:class:`TransactionFailed`: aborted;
+     :class:`ProducerFenced`; :class:`TransactionStuck`; cancelled or an
+     unexpected error, whose outcome is unknown): the partition is given up: its
+     staged records, its table writes and its producer are dropped (the stores
+     still hold the last committed state) and the group is asked to rebalance,
+     so whoever claims it next starts from its last committed offset. Outputs
+     and table writes are always dropped together: a later commit must never
+     carry writes without the outputs of the same events.
+
+A failed transaction is not retried on a new producer of the same id. Only an
+assignment may claim a partition's transactional id: a worker paused through a
+rebalance (a zombie) finds its transaction failed, not always fenced (a call
+that timed out while it was paused), and claiming the id again then would fence
+the partition's new owner and let the zombie commit its stale offsets.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
 from typing import Callable, Mapping, MutableMapping, Protocol, Sequence
 
 from aiokafka.structs import RecordMetadata
@@ -60,13 +60,11 @@ class Tables(Protocol):
 
     def committed(self, records: Sequence[StagedRecord], metadata: Sequence[RecordMetadata]) -> None: ...
 
-    def not_committed(self, records: Sequence[StagedRecord]) -> None: ...
-
     def drop(self, source: SourceTP) -> int: ...
 
 
 class PartitionCommits:
-    """Runs commit rounds and keeps the offsets failed ones leave behind, to retry."""
+    """Runs commit rounds, and gives up each partition whose commit did not go through."""
 
     def __init__(
         self,
@@ -80,23 +78,11 @@ class PartitionCommits:
         self.transactions = transactions
         self.tables = tables
         self._request_rejoin = request_rejoin
-        #: offsets whose commit failed, committed again at the next round
-        self.retries: dict[SourceTP, int] = {}
-        #: how often each partition was given up: a commit that failed after its partition was given up
-        #: meanwhile (revoked while the transaction ran) has nothing left to retry
-        self._give_ups: Counter[SourceTP] = Counter()
-
-    def settled(self) -> bool:
-        """True if no commit waits for a retry."""
-        return not self.retries
 
     async def run(self, offsets: Mapping[SourceTP, int]) -> dict[SourceTP, bool]:
-        """Commit each partition up to its offset, and the retries; per partition, whether it committed."""
-        wanted = dict(self.retries)
-        for tp, offset in offsets.items():
-            wanted[tp] = max(offset, wanted.get(tp, offset))
-        outcomes = await asyncio.gather(*(self._commit_partition(tp, offset) for tp, offset in wanted.items()))
-        return dict(zip(wanted, outcomes))
+        """Commit each partition up to its offset; per partition, whether it committed."""
+        outcomes = await asyncio.gather(*(self._commit_partition(tp, offset) for tp, offset in offsets.items()))
+        return dict(zip(offsets, outcomes))
 
     async def _commit_partition(self, tp: SourceTP, offset: int) -> bool:
         # 1. Only the owner of the partition may commit it.
@@ -107,32 +93,18 @@ class PartitionCommits:
         # 2. Exactly the records caused by the events being committed; of a table key, the newest write.
         outputs = self.staging.take(tp, offset)
         table_records = self.tables.changelog_records({tp: offset})
-        give_ups_before = self._give_ups[tp]
         # 3. One transaction: the records, then the offset.
         try:
             metadata = await transaction.commit(outputs + table_records, offset)
-        # 4. One recovery per outcome.
-        except TransactionFailed as exc:
-            if self._give_ups[tp] != give_ups_before:
-                return False  # given up meanwhile (revoked): its records and writes are dropped, nothing to retry
-            log.warning("Commit of %s[%d] up to %d failed, will retry: %s", tp.topic, tp.partition, offset, exc)
-            self.staging.put_back(tp, outputs)
-            self.tables.not_committed(table_records)
-            self.retries[tp] = offset
-            return False
-        except (ProducerFenced, TransactionStuck) as exc:
+        # 4. One recovery per outcome: committed, or given up.
+        except (TransactionFailed, ProducerFenced, TransactionStuck) as exc:
             if isinstance(exc, ProducerFenced):
                 metrics.producers_fenced.inc()
-            # Either another worker owns the partition now, or this producer is
-            # unusable: give the partition up and let the group assign it again.
-            self._drop_producer(tp, transaction, outputs, str(exc))
+            self._drop_producer(tp, transaction, str(exc), taken=len(outputs))
             return False
         except BaseException as exc:
-            # Cancelled, or a failure of no known kind: the outcome is unknown, as when stuck. Putting the
-            # records back while the table writes stay would let a later commit carry the writes without them.
-            self._drop_producer(tp, transaction, outputs, f"commit ended by {exc!r}")
+            self._drop_producer(tp, transaction, f"commit ended by {exc!r}", taken=len(outputs))
             raise
-        self.retries.pop(tp, None)
         try:
             self.tables.committed(table_records, metadata[len(outputs):])
         except Exception as exc:
@@ -143,20 +115,19 @@ class PartitionCommits:
         resolve(outputs, metadata)
         return True
 
-    def _drop_producer(self, tp: SourceTP, transaction: Transaction, outputs: list[StagedRecord], why: str) -> None:
-        """Give ``tp`` up with its producer (``outputs``: the records its commit took), and ask the group to
+    def _drop_producer(self, tp: SourceTP, transaction: Transaction, why: str, *, taken: int) -> None:
+        """Give ``tp`` up with its producer (``taken``: the outputs its commit took), and ask the group to
         assign it again."""
         log.warning("Giving up %s[%d]: %s", tp.topic, tp.partition, why)
+        metrics.partitions_given_up.inc()
         if self.transactions.get(tp) is transaction:  # else closed already, by a revocation meanwhile
             self.transactions.pop(tp).close()
-        self.staging.put_back(tp, outputs)  # dropped with the rest, and counted
-        self.give_up(tp, why)
+        self.give_up(tp, why, taken=taken)
         self._request_rejoin()
 
-    def give_up(self, tp: SourceTP, why: str) -> None:
-        """Drop what ``tp``'s events staged and wrote: this worker cannot commit it any more."""
-        self._give_ups[tp] += 1
-        dropped = len(self.staging.discard(tp)) + self.tables.drop(tp)
+    def give_up(self, tp: SourceTP, why: str, *, taken: int = 0) -> None:
+        """Drop what ``tp``'s events staged and wrote (and ``taken`` outputs already taken from staging): this
+        worker cannot commit it any more."""
+        dropped = taken + len(self.staging.discard(tp)) + self.tables.drop(tp)
         if dropped:
             log.warning("Dropped %d uncommitted records of %s[%d]: %s", dropped, tp.topic, tp.partition, why)
-        self.retries.pop(tp, None)

@@ -11,9 +11,9 @@ transactions_aborted = Counter("faust_eos_transactions_aborted_total", "Transact
 producers_fenced = Counter(
     "faust_eos_producers_fenced_total", "Commits refused because another worker claimed the partition's transactional id"
 )
-producers_renewed = Counter(
-    "faust_eos_producers_renewed_total",
-    "Producers replaced after a failed transaction: the new one claims the transactional id again (a new epoch)",
+partitions_given_up = Counter(
+    "faust_eos_partitions_given_up_total",
+    "Input partitions given up because their commit did not go through; each asks the group to rebalance",
 )
 input_partitions_committed = Counter(
     "faust_eos_input_partitions_committed_total",

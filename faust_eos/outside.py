@@ -76,7 +76,7 @@ class OutsideEventSends:
             try:
                 transaction = await self._producer()
                 metadata = await transaction.commit(records, None)
-            except (TransactionFailed, KafkaException) as exc:
+            except KafkaException as exc:  # the producer could not claim the id: it is asked again next time
                 log.warning("Records sent outside an event will be committed later: %s", exc)
                 self._pending[:0] = records
                 return False
@@ -84,7 +84,8 @@ class OutsideEventSends:
                 log.warning("Dropped %d records sent outside an event: %s", len(records), exc)
                 self._close()
                 return False
-            except TransactionStuck as exc:
+            except (TransactionFailed, TransactionStuck) as exc:
+                # a failed transaction's producer is not used again (librdkafka may reuse its sequence numbers)
                 log.warning("Sending %d records sent outside an event again, from a new producer: %s",
                             len(records), exc)
                 self._close()

@@ -8,7 +8,6 @@ old owner (a zombie) can no longer commit anything.
 
 A commit is one transaction, run start to finish on a worker thread::
 
-    init_transactions() on a new producer    only if the last transaction failed (see _renew)
     begin_transaction()
     list_topics(topic) for each topic this producer has not learnt yet
         (librdkafka would hold its records about a second, until its topic scan)
@@ -100,12 +99,8 @@ class PartitionTransaction:
         self._group = group
         self._timeout_s = call_timeout_s
         self._deadline_grace_s = deadline_grace_s
-        self._producer_factory = producer_factory
-        self._producer_config = {**producer_config, "transactional.id": self.transactional_id}
-        self._producer = producer_factory(self._producer_config)
+        self._producer = producer_factory({**producer_config, "transactional.id": self.transactional_id})
         self._known_topics: set[str] = set()  # topics the producer holds metadata for
-        #: the last transaction failed: the next commit begins with a new producer (see :meth:`_renew`)
-        self._renewal_due = False
         self._thread = CallThread(f"eos-{self.transactional_id}")
         self._step = "nothing yet"  # the step running on the thread, named when one is stuck
         self._step_started = 0.0  # monotonic time it began
@@ -120,6 +115,7 @@ class PartitionTransaction:
         Returns each record's metadata, in order. Raises :class:`ProducerFenced`
         or :class:`TransactionFailed` (nothing became visible), or
         :class:`TransactionStuck` (the outcome is unknown until the id is claimed again).
+        After any of them the producer is not used again (see :mod:`faust_eos.commit`).
         """
         with metrics.commit_duration.time():
             return await self._call(self._commit, records, offset)
@@ -151,8 +147,6 @@ class PartitionTransaction:
         self._producer.init_transactions(self._timeout_s)
 
     def _commit(self, records: Sequence[StagedRecord], offset: Optional[int]) -> list[RecordMetadata]:
-        if self._renewal_due:
-            self._renew()
         producer = self._producer
         try:
             self._begin_step("begin_transaction")
@@ -196,30 +190,10 @@ class PartitionTransaction:
         if _fenced(error):
             raise ProducerFenced(f"{self.transactional_id}: {error.str()}") from exc
         self._begin_step("abort_transaction")
-        self._renewal_due = True
         with self._failing_as("abort"):
             self._producer.abort_transaction(self._timeout_s)
         metrics.transactions_aborted.inc()
         raise TransactionFailed(f"{self.transactional_id}: {error.str()} (aborted)") from exc
-
-    def _renew(self) -> None:
-        """Replace the producer of a failed transaction by a new one that claims the id again.
-
-        Seen with librdkafka 2.8 after a broker was killed: the abort kept the
-        producer's epoch, and the next transaction's records reused the
-        sequence numbers of records the broker had written but never
-        acknowledged. The broker took them for retries of those (aborted)
-        records: it dropped them and answered with the old offsets, and the
-        transaction committed without them. A new producer's claim bumps the
-        epoch, and its sequence numbers start again.
-        """
-        self._begin_step("init_transactions (a new producer, after a failed transaction)")
-        self._producer = self._producer_factory(self._producer_config)  # the old one is released here, on its thread
-        self._known_topics = set()
-        with self._failing_as("claiming the id again"):
-            self._producer.init_transactions(self._timeout_s)
-        self._renewal_due = False
-        metrics.producers_renewed.inc()
 
     @contextmanager
     def _failing_as(self, what: str) -> Iterator[None]:
