@@ -12,7 +12,10 @@ the same directory fences its paused predecessor's producer.
 
 What can happen to a round, and the one thing done about it:
 
-* the transaction failed and was aborted: the records wait for the next round;
+* the transaction failed and was aborted: the records wait for the next round,
+  sent by a new producer (librdkafka may reuse a failed transaction's sequence
+  numbers on the same one);
+* the producer could not claim the id: the records wait for the next round;
 * the producer was fenced (another process runs on this data directory): the
   records are dropped, their futures never resolve, and the next round starts
   a new producer (which fences the other process in turn);
