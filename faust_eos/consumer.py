@@ -157,10 +157,11 @@ class Consumer(ConsumerHooks):
         The agents go on with what they were handed, so the events whose records
         wait can finish and commit, and memory stays bounded however far the agents
         could run ahead of the commits. A commit begun during the wait that commits
-        nothing (its events still run, or it failed: a failed partition is
-        committed again only once it has a new offset) ends the wait, and the next
-        one waits no sooner than a commit interval later: while commits fail, input
-        goes on and memory grows, as without the limit. A rebalance or a stop ends it too.
+        nothing (its events still run, or it failed: under exactly-once its partition
+        is given up, under at-least-once committed again only once it has a new
+        offset) ends the wait, and the next one waits no sooner than a commit interval
+        later: while at-least-once commits fail, input goes on and memory grows, as
+        without the limit. A rebalance or a stop ends it too.
         """
         loop = self.loop
         if loop.time() < self._no_wait_until:
