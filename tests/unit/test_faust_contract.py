@@ -4,8 +4,9 @@ faust_eos.faust_internals overrides private consumer methods through public
 hooks (fetch_batch, note_gap, committable_offsets, seek_partition) and reads
 private state (_committed_offset, _acked, _acked_index, _thread, aiokafka's
 _coordinator and _client), and builds the worker's aiokafka consumer with its own
-fetch wait (_new_consumer_thread, _create_worker_consumer, aiokafka's _fetch_max_wait_ms). Each test drives Faust's own code with fakes and
-fails if a release stops behaving as the layer expects.
+fetch wait (_new_consumer_thread, _create_worker_consumer, aiokafka's
+_fetch_max_wait_ms). Each test drives Faust's own code with fakes and fails if a
+release stops behaving as the layer expects.
 See also test_faust_contract_app.py, test_faust_contract_store.py and
 test_faust_contract_rules.py.
 """
