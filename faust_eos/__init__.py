@@ -28,6 +28,7 @@ from faust_eos.batches import Batch, BatchRecord, Batches
 from faust_eos.errors import (
     LocalStateNotWritten,
     MissingTopic,
+    OffsetsLost,
     OutputNotWritten,
     SendNotCommittable,
     SettingRefused,
@@ -43,6 +44,6 @@ TRANSPORTS.aliases.setdefault("eos", "faust_eos.transport:Transport")
 STORES.aliases.setdefault("eos-rocksdb", "faust_eos.store:Store")
 
 __all__ = [
-    "Batch", "BatchRecord", "Batches", "LocalStateNotWritten", "MissingTopic", "OutputNotWritten",
+    "Batch", "BatchRecord", "Batches", "LocalStateNotWritten", "MissingTopic", "OffsetsLost", "OutputNotWritten",
     "SendNotCommittable", "SettingRefused", "StoreRefused", "Sweep", "Table", "Topic", "credentials", "new_record",
 ]

@@ -27,7 +27,7 @@ from faust_eos import faust_internals, metrics
 from faust_eos.at_least_once import HeldSends, PlainProducer
 from faust_eos.batches import Batch, batch_records, batched_topics
 from faust_eos.delivery import Delivery
-from faust_eos.errors import LocalStateNotWritten
+from faust_eos.errors import LocalStateNotWritten, OffsetsLost
 from faust_eos.event_path import EventPaths
 from faust_eos.faust_internals import ConsumerHooks
 from faust_eos.manager import TransactionManager, fetch_max_wait_ms, max_uncommitted_records
@@ -369,19 +369,27 @@ class Consumer(ConsumerHooks):
         the offset before a transaction whose commit markers are still being
         written; this one waits for them), or at its first offset if the group
         never committed it. Later it resumes after the last record handed out.
+        Under exactly-once, a group that lost the offsets its tables' changelogs
+        show it committed stops the worker (:class:`OffsetsLost`) instead.
         """
         generation = self.app.consumer_generation_id
-        sources = [tp for tp in self.assignment() if tp.topic not in self.app.tables.changelog_topics and self._owns(tp)]
+        assigned_sources = [tp for tp in self.assignment() if tp.topic not in self.app.tables.changelog_topics]
+        sources = [tp for tp in assigned_sources if self._owns(tp)]
         never_positioned = [tp for tp in sources if self.delivery.resume_point(tp) is None]
         try:
             committed = await self._committed_offsets(sources)
             never_committed = [tp for tp in never_positioned if committed.get(tp) is None]
+            if never_committed and self.in_transaction:
+                await self.transactions.refuse_lost_offsets(committed, assigned_sources)
             first_offsets = await self.earliest_offsets(*never_committed) if never_committed else {}
         except (KafkaException, AioKafkaError) as exc:
             # The broker is away for longer than the reads wait (a restart on a busy machine).
             # Unpositioned partitions hand nothing out; the next assignment positions them.
             log.warning("Could not read where to resume (%s); rejoining the group to try again", exc)
             self.request_rejoin()
+            return {}
+        except OffsetsLost as exc:
+            await self.crash(exc)  # every worker given these partitions stops the same way, until an operator acts
             return {}
         started: dict[TP, int] = {}
         resumed: dict[TP, int] = {}

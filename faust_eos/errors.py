@@ -26,6 +26,11 @@ class LocalStateNotWritten(RuntimeError):
     """
 
 
+class OffsetsLost(RuntimeError):
+    """The consumer group holds no committed offset for input partitions whose transactions committed: the
+    worker stops rather than process their events again from the first offset."""
+
+
 class MissingTopic(RuntimeError):
     """Records are sent to a topic the cluster lacks, and this app may not create it."""
 

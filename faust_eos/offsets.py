@@ -24,6 +24,8 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional, TypeV
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from faust_eos.errors import OffsetsLost
+
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,49 @@ class ChangelogBounds(NamedTuple):
     #: records lie past the last stable offset: a transaction is open there, or committed with its
     #: markers not yet written (the broker answers a commit before it writes them)
     pending: bool
+
+
+def changelogs_to_check(committed: Mapping[Any, Optional[int]], sources: Iterable[Any],
+                        changelogs: Iterable[Any]) -> list[Any]:
+    """The changelog partitions whose records would show that the group lost ``committed`` offsets.
+
+    A table partition is written only in transactions that commit offsets of the
+    input partition of the same number being processed. So where no input partition
+    of a number (``sources``: every one assigned) has a committed offset, the
+    changelog partitions of that number (``changelogs``: of tables written that way)
+    can hold no committed record, unless the group lost its offsets. A number with
+    an input partition not in ``committed`` (not claimed) is not judged.
+    """
+    numbers: dict[int, bool] = {}  # partition number -> no input partition of it has a committed offset
+    for tp in sources:
+        numbers[tp.partition] = numbers.get(tp.partition, True) and tp in committed and committed[tp] is None
+    return [tp for tp in changelogs if numbers.get(tp.partition, False)]
+
+
+def lost_offsets(group: str, committed: Mapping[Any, Optional[int]],
+                 bounds: Mapping[Any, ChangelogBounds]) -> Optional[OffsetsLost]:
+    """What to stop with if any of the changelog partitions of :func:`changelogs_to_check` holds a committed record."""
+    holding = sorted((tp.topic, tp.partition) for tp, bound in bounds.items() if bound.end > bound.start)
+    if not holding:
+        return None
+    numbers = {partition for _, partition in holding}
+    lost = sorted((tp.topic, tp.partition) for tp, offset in committed.items() if offset is None and tp.partition in numbers)
+    return OffsetsLost(
+        f"consumer group {group!r} holds no committed offset for {_partitions_text(lost)}, but the table "
+        f"changelogs {_partitions_text(holding)} hold records that committed with offsets of these partitions: "
+        "the group's offsets were lost (expired after the broker's offsets.retention.minutes while no worker "
+        "ran, deleted, or dropped by the broker). Resuming from the first offset would process every event "
+        "again, so the worker stops. To go on, commit each partition's offset to the group (kafka-consumer-groups.sh "
+        "--reset-offsets ... --execute, with every worker stopped); to start over, delete the changelog topics too."
+    )
+
+
+def _partitions_text(tps: Iterable[tuple[str, int]]) -> str:
+    """``topic[0, 1], other[2]``: the partitions of each topic together."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in tps:
+        by_topic.setdefault(topic, []).append(partition)
+    return ", ".join(f"{topic}[{', '.join(map(str, sorted(partitions)))}]" for topic, partitions in sorted(by_topic.items()))
 
 
 #: how far before the LSO a search for the last committed record starts; each miss widens it 8 times
