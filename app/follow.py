@@ -43,6 +43,7 @@ from app.follow_state import KINDS, Difference, FollowState
 from app.reconcile import SENTINEL_HEADER
 from config import Settings
 from kafka_ops.offsets import PartitionOffsets, WatermarkReader, read_offsets
+from kafka_ops.records import END_READER_FETCH_WAIT_MS, ready_records
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,8 @@ class Follower:
         client = settings.kafka_client()
         self._reader_config = {**client, "group.id": f"{settings.app_id}-reconcile-follow",
                                "enable.auto.commit": False, "isolation.level": "read_committed",
-                               "enable.partition.eof": True, "auto.offset.reset": "earliest"}
+                               "enable.partition.eof": True, "auto.offset.reset": "earliest",
+                               "fetch.wait.max.ms": END_READER_FETCH_WAIT_MS}
         self._open_clients()
         self.input_ends: dict[int, int] = {}
         self.last_round_s: Optional[float] = None
@@ -175,7 +177,7 @@ class Follower:
             while waiting:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{len(waiting)} partitions not read to their end in {READ_TIMEOUT_S:.0f} s")
-                for message in self.reader.consume(1000, timeout=0.5):
+                for message in ready_records(self.reader, timeout=0.5):
                     tp = (message.topic(), message.partition())
                     if tp not in ends:
                         continue

@@ -32,6 +32,7 @@ from agents.logic import Verdict, advance_stream_time, dedup_verdict, is_late, s
 from agents.models import Payment, SeenEvent
 from agents.validation import Reason, Rejection, parse_payment
 from config import Settings
+from kafka_ops.records import END_READER_FETCH_WAIT_MS, ready_records
 
 EXAMPLES = 5  # how many examples of each problem the report keeps
 #: header of the marker records the fault harness writes at the end of a run; not pipeline output
@@ -55,6 +56,7 @@ def read_committed(settings: Settings, topic: str, timeout_s: float = 60.0) -> l
         "enable.auto.commit": False,
         "isolation.level": "read_committed",
         "enable.partition.eof": True,
+        "fetch.wait.max.ms": END_READER_FETCH_WAIT_MS,
     })
     try:
         metadata = consumer.list_topics(topic, timeout=30).topics[topic]
@@ -68,7 +70,7 @@ def read_committed(settings: Settings, topic: str, timeout_s: float = 60.0) -> l
         while pending:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading {topic}: partitions {sorted(pending)} did not reach their end")
-            for msg in consumer.consume(1000, timeout=0.5):
+            for msg in ready_records(consumer, timeout=0.5):
                 if msg.error():
                     if msg.error().code() == KafkaError._PARTITION_EOF:
                         pending.discard(msg.partition())

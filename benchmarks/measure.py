@@ -15,20 +15,9 @@ from confluent_kafka import Consumer, TopicPartition
 from app.kafka import admin
 from config import Settings
 from kafka_ops.offsets import admin_end_offsets, read_offsets
+from kafka_ops.records import ready_records
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def ready_records(consumer: Consumer, timeout: float, most: int = 1000) -> list:
-    """The records a consumer holds now, up to ``most``, waiting at most ``timeout`` for the first.
-
-    ``consume(most, timeout)`` waits for all ``most`` until ``timeout``: a watcher
-    timing when records become visible would note them up to ``timeout`` late.
-    """
-    first = consumer.poll(timeout)
-    if first is None:
-        return []
-    return [first, *consumer.consume(most - 1, timeout=0)]
 
 
 class OutputWatcher(threading.Thread):

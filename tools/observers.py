@@ -9,6 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from app.follow_state import KINDS
 from app.kafka import CLIENT_LOG
 from config import Settings
+from kafka_ops.records import ready_records
 from tools.workers import Worker
 
 
@@ -36,7 +37,7 @@ class Verifier(threading.Thread):
         # again from the start: count each (partition, offset) once.
         next_offset: dict[int, int] = {}
         while not self._done.is_set():
-            for msg in self._consumer.consume(500, timeout=0.5):
+            for msg in ready_records(self._consumer, timeout=0.5, most=500):
                 if not msg.error() and msg.offset() >= next_offset.get(msg.partition(), 0):
                     next_offset[msg.partition()] = msg.offset() + 1
                     self.records += 1

@@ -1,5 +1,5 @@
-"""The benchmark's reader notes records as they become visible: it never waits for a batch to fill."""
-from benchmarks.measure import ready_records
+"""Readers take the records a consumer holds as they come: they never wait for a batch to fill."""
+from kafka_ops.records import ready_records
 
 
 class QueuedConsumer:
