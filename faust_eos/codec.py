@@ -106,7 +106,8 @@ class Codecs:
             return str.encode
         if serializer == "json" and self._json:
             if faust_internals.is_model_class(kind):
-                return _json_record
+                fields = faust_internals.plain_record_fields(kind)
+                return _json_record if fields is None else _plain_record_json(kind, fields)
             if kind in (str, int, float, bool):
                 return _json_plain
         return None
@@ -244,6 +245,33 @@ def _json_record(record: Any) -> Any:
         return orjson.dumps(record.to_representation(), option=FAUST_JSON_OPTIONS)
     except TypeError:  # a field holding what orjson does not know: Faust's codec turns it into JSON
         return UNHANDLED
+
+
+def _plain_record_json(cls: type, fields: tuple[str, ...]) -> Callable[[Any], Any]:
+    """Encodes a plain record of ``cls`` as ``_json_record`` does, from a copy of its attributes.
+
+    Faust's representation is the fields in order, then the namespace: a record
+    whose attributes are its evaluated-fields marker then exactly its fields in
+    order (as every record Faust or :func:`faust_eos.new_record` builds) is copied
+    as it is; any other goes through Faust's representation.
+    """
+    attributes = ("__evaluated_fields__", *fields)
+    namespace = {"ns": faust_internals.model_namespace(cls)} if faust_internals.model_includes_namespace(cls) else None
+
+    def encode(record: Any) -> Any:
+        state = record.__dict__
+        if tuple(state) != attributes:
+            return _json_record(record)
+        payload = state.copy()
+        del payload["__evaluated_fields__"]
+        if namespace is not None:
+            payload["__faust"] = namespace
+        try:
+            return orjson.dumps(payload, option=FAUST_JSON_OPTIONS)
+        except TypeError:
+            return UNHANDLED
+
+    return encode
 
 
 def _json_load(raw: bytes) -> Any:

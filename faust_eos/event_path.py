@@ -24,7 +24,7 @@ class EventPath:
     """The event being processed, where its records are staged, and the sensors that see its operations."""
 
     __slots__ = ("event", "staging", "tables", "source", "offset", "partition", "send_sensors",
-                 "sensors_read_metadata", "table_sensors")
+                 "sensors_read_records", "table_sensors")
 
     def __init__(self, event: Any, staging: Any, sensors: Iterable[Any]) -> None:
         message = event.message
@@ -41,8 +41,9 @@ class EventPath:
         sensors = list(sensors)
         #: sensors with sends of their own to watch (each is called for every send, as Faust calls it)
         self.send_sensors = tuple(sensor for sensor in sensors if _overrides(sensor, SEND_HOOKS))
-        #: whether any of them reads a sent record's metadata; Faust's own monitor only times the send
-        self.sensors_read_metadata = any(type(sensor) is not faust.Monitor for sensor in self.send_sensors)
+        #: whether any of them reads the records sent (the message, its metadata); Faust's own
+        #: monitor only counts and times sends
+        self.sensors_read_records = any(type(sensor) is not faust.Monitor for sensor in self.send_sensors)
         #: sensors with table reads, writes or deletes to watch
         self.table_sensors = tuple(sensor for sensor in sensors if _overrides(sensor, TABLE_HOOKS))
 

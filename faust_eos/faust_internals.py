@@ -330,6 +330,11 @@ def model_namespace(cls: Any) -> str:
     return cls._options.namespace
 
 
+def model_includes_namespace(cls: Any) -> bool:
+    """Whether a model's payloads carry its name under ``"__faust"`` (``include_metadata``)."""
+    return bool(cls._options.include_metadata)
+
+
 def plain_record_fields(cls: Any) -> Optional[tuple[str, ...]]:
     """The field names of ``cls``, in order, if it is a plain record (:func:`_plain_fields`); else None."""
     try:

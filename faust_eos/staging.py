@@ -141,8 +141,13 @@ def stage_output(staging: Staging, path: Any, topic: str, key: Optional[bytes], 
     the returned future resolves once it commits."""
     future = CommitFuture(loop=loop)
     future.sent_in = path.event
-    staging.add_at(path.source, staged_record(topic, key, value, partition, timestamp, headers, path.offset,
-                                              on_committed, metadata_wanted, future))
+    if headers or timestamp is not None:
+        record = staged_record(topic, key, value, partition, timestamp, headers, path.offset, on_committed,
+                               metadata_wanted, future)
+    else:  # the common send, built directly: this runs for every record an agent sends
+        record = StagedRecord(topic, key, value, partition, None, None, path.offset, on_committed, metadata_wanted,
+                              future)
+    staging.add_at(path.source, record)
     return future
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import itertools
 import logging
 import shutil
-from typing import Any, Iterable, Iterator, Optional, Sequence, Set
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Set
 
 from faust.streams import current_event
 from faust.types import TP
@@ -238,7 +238,13 @@ class Store(faust_internals.StoreHooks):
 
     def decoded(self, raw_value: bytes) -> Any:
         """A stored value as the table reads it."""
-        return self._codecs.loads_value(self.value_type, raw_value, self.value_serializer)
+        return self._value_loader()(raw_value)
+
+    def _value_loader(self) -> Callable[[bytes], Any]:
+        load = self.__dict__.get("_load_value")
+        if load is None:
+            load = self.__dict__["_load_value"] = self._codecs.value_loader(self.value_type, self.value_serializer)
+        return load
 
     def decoded_key(self, raw: bytes) -> Any:
         """A stored key as the table reads it."""
@@ -297,14 +303,14 @@ class Store(faust_internals.StoreHooks):
         Keys with a write waiting for its commit are left out. Also returns where the
         next call goes on from: the last raw key read, or None once the end was reached.
         """
-        held = self.writes.keys_of(partition)
+        held, decoded = self.writes.keys_of(partition), self._value_loader()
         entries, last = [], None
         for raw, value in self.partition_db(partition).items(from_key=after):
             if raw == after:
                 continue
             last = raw
             if raw not in OWN_KEYS and raw not in held:
-                entries.append((raw, self.decoded(value)))
+                entries.append((raw, decoded(value)))
             limit -= 1
             if limit == 0:
                 return entries, last

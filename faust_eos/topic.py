@@ -7,7 +7,8 @@ own before the producer sees it. Inside a batch (:mod:`faust_eos.batches`)
 that is most of what a send costs. This topic encodes the record as Faust
 would and stages it at once where it commits: with the transaction manager
 under exactly-once, with its event's held records under at-least-once
-(:mod:`faust_eos.at_least_once`). Faust's send sensors still see each send.
+(:mod:`faust_eos.at_least_once`). Faust's send sensors still see each send
+(Faust's own monitor, which only counts and times sends, without the record).
 Until the transaction manager runs, sends with a ``callback``, and sends
 outside events under at-least-once take Faust's path.
 
@@ -79,7 +80,8 @@ class Topic(TopicHooks):
             return staging.send_in_event(path, topic, raw_key, raw_value, partition, timestamp, open_headers)
         message = PendingMessage(self, raw_key, raw_value, key_serializer=key_serializer,
                                  value_serializer=value_serializer, partition=partition, timestamp=timestamp,
-                                 headers=open_headers, callback=None, topic=topic, offset=None)
+                                 headers=open_headers, callback=None, topic=topic,
+                                 offset=None) if path.sensors_read_records else None
         keysize, valsize = len(raw_key) if raw_key else 0, len(raw_value) if raw_value else 0
         sensors = path.send_sensors
         if len(sensors) == 1:  # most often Faust's own monitor alone
@@ -94,7 +96,7 @@ class Topic(TopicHooks):
                     sensor.on_send_completed(staging, state, metadata)
 
         return staging.send_in_event(path, topic, raw_key, raw_value, partition, timestamp, open_headers,
-                                     on_committed=completed, metadata_wanted=path.sensors_read_metadata)
+                                     on_committed=completed, metadata_wanted=path.sensors_read_records)
 
     async def _send_outside_events(self, staging: Any, topic: str, raw_key: Any, raw_value: Any,
                                    partition: Optional[int], timestamp: Optional[float], headers: Any,

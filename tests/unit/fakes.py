@@ -77,8 +77,9 @@ class FakeProducer:
         self._call("begin_transaction")
         self._transaction, self._served = [], set()
 
-    def produce(self, topic: str, key: Optional[bytes] = None, value: Optional[bytes] = None, *,
+    def produce(self, topic: str, value: Optional[bytes] = None, key: Optional[bytes] = None, partition: int = -1, *,
                 on_delivery: Optional[Callable] = None, **kwargs: Any) -> None:
+        """As confluent-kafka's: topic, value, key and partition may be given by position, in that order."""
         self._call("produce")
         if self.full_for_polls is None or self.full_for_polls > 0:
             raise BufferError("Local: Queue full")

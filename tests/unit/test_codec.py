@@ -187,3 +187,32 @@ def test_a_loader_taken_before_its_decoding_was_given_up_decodes_as_the_registry
     codecs = codec.Codecs(MisleadingRegistry())
     load = codecs.value_loader(None)  # as a batch takes one for all its records
     assert [load(b"7"), load(b"8")] == [("mine", b"7"), ("mine", b"8")]
+
+
+class Bare(faust.Record, serializer="json", include_metadata=False):
+    merchant_id: str
+    count: int
+
+
+def reordered_total() -> Total:
+    """A total whose count was removed and set again: its attributes no longer in field order."""
+    total = Total("m1", 3, 1.5, False)
+    del vars(total)["count"]
+    total.count = 4
+    return total
+
+
+def extended_total() -> Total:
+    total = Total("m1", 3, 1.5, False)
+    total.note = "an attribute that is no field"
+    return total
+
+
+@pytest.mark.parametrize("record", [reordered_total(), extended_total(), Total("m1", 3, math.nan, True),
+                                    Bare("m1", 3)], ids=["reordered", "extended", "nan", "no-namespace"])
+def test_a_plain_record_encodes_to_faust_s_bytes_however_its_attributes_were_set(app, record, caplog):
+    codecs = codecs_of(app)
+    first = type(record)(**{name: getattr(record, name) for name in record._options.fields})  # as Faust builds it
+    assert codecs.dumps_value(None, first, None) == app.serializers.dumps_value(None, first)  # the fast way learnt
+    assert codecs.dumps_value(None, record, None) == app.serializers.dumps_value(None, record)
+    assert "the fast way" not in caplog.text
