@@ -73,15 +73,11 @@ class TransactionManager(FaustTransactionManager):
         self._topics_seen: set[str] = set()
         self._topics_to_declare: set[str] = set()
         self._changelog_topics: frozenset[str] = frozenset()  # set at start, read for every record staged
-        self._partitioned_changelogs: frozenset[str] = frozenset()  # of tables written in their event's partition
 
     # -- lifecycle -----------------------------------------------------------
     async def on_start(self) -> None:
         # every table registered itself when declared; Faust's own property builds a new set each call
         self._changelog_topics = frozenset(self.app.tables.changelog_topics)
-        self._partitioned_changelogs = frozenset(
-            table.changelog_topic.get_topic_name() for table in self.app.tables.values()
-            if not table.is_global and not table.use_partitioner)
         refuse_settings_that_bypass_transactions(self.app.conf)
         self.tables.add(self.app.tables.values())
         self._committed = CommittedOffsets(librdkafka_client(self.app.conf), self.app.conf.id)
@@ -375,8 +371,9 @@ class TransactionManager(FaustTransactionManager):
     async def refuse_lost_offsets(self, committed: Mapping[TP, Optional[int]], sources: Iterable[TP]) -> None:
         """Raise :class:`~faust_eos.errors.OffsetsLost` if the group lost the committed offsets of input
         partitions (``sources``: every one assigned) whose tables' changelogs hold committed records."""
+        # every changelog is of a table written in its event's partition: self.tables refused the others at start
         changelogs = changelogs_to_check(committed, sources, [
-            tp for tp in self.consumer.assignment() if tp.topic in self._partitioned_changelogs])
+            tp for tp in self.consumer.assignment() if tp.topic in self._changelog_topics])
         if changelogs:
             bounds = await self._in_thread(self._committed.restore_bounds, changelogs)
             error = lost_offsets(self.app.conf.id, committed, bounds)
