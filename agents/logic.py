@@ -24,9 +24,14 @@ def seen_entry(payment: Payment, now: float) -> SeenEvent:
     return new_record(SeenEvent, fingerprint=payment.fingerprint(), first_seen=now)
 
 
+def dedup_expires_at(seen: SeenEvent, retention_s: float) -> float:
+    """The end of a dedup entry's retention, by the clock it was first seen on."""
+    return seen.first_seen + retention_s
+
+
 def dedup_expired(seen: SeenEvent, now: float, retention_s: float) -> bool:
     """Whether a dedup entry is past its retention: it no longer makes a repeat a duplicate."""
-    return now - seen.first_seen > retention_s
+    return now > dedup_expires_at(seen, retention_s)
 
 
 def dedup_verdict(seen: Optional[SeenEvent], payment: Payment, now: float, retention_s: float) -> Verdict:
@@ -79,9 +84,14 @@ def advance_stream_time(stream_time: Optional[float], ts: float) -> float:
     return ts if stream_time is None else max(stream_time, ts)
 
 
+def window_closes_at(window_end: float, grace_s: float) -> float:
+    """The stream time at which a window closes: its end plus the grace period."""
+    return window_end + grace_s
+
+
 def window_closed(window_end: float, stream_time: Optional[float], grace_s: float) -> bool:
     """Whether a window has closed: stream time reached its end plus the grace period."""
-    return stream_time is not None and window_end + grace_s <= stream_time
+    return stream_time is not None and stream_time >= window_closes_at(window_end, grace_s)
 
 
 def is_late(ts: float, stream_time: Optional[float], size_s: int, grace_s: float) -> bool:

@@ -316,6 +316,14 @@ class Store(faust_internals.StoreHooks):
                 return entries, last
         return entries, None
 
+    def uncommitted_values(self, partition: int) -> Iterator[Any]:
+        """The newest value written to each key of ``partition`` since its last commit (deletes left out)."""
+        read = self.writes.read
+        for write in list(self.writes.keys_of(partition).values()):
+            value = read(write)
+            if value is not DELETED:
+                yield value
+
     def committed_key_counts(self) -> dict[int, int]:
         """Keys held in RocksDB per open table partition (committed state; not the store's own keys)."""
         counts = {}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.logic import dedup_expired, window_closed
+from agents.logic import dedup_expires_at, window_closes_at
 from agents.models import MerchantTotal, SeenEvent, WindowTotal
 from app import app
 from config import settings
@@ -47,10 +47,10 @@ stream_times = partitioned_table(
     "stream-times", float, "stream time (largest event time seen) per partition of payments-by-merchant")
 
 
-#: called once per ``ingest`` event, with the time it runs at: deletes dedup entries past their retention
-expire_seen_events = Sweep(seen_events, lambda seen, now: dedup_expired(seen, now, DEDUP_RETENTION_S))
+#: called once per ``ingest`` event, with the time it runs at: deletes dedup entries past their retention. An
+#: entry is written with the time it was first seen, so it lives the whole retention: the sweep rests while
+#: nothing in a partition can have expired (a table younger than the retention: one pass, then none)
+expire_seen_events = Sweep(seen_events, lambda seen: dedup_expires_at(seen, DEDUP_RETENTION_S),
+                           lifetime=DEDUP_RETENTION_S)
 #: called once per ``aggregate`` event, with its partition's stream time: deletes windows that have closed
-close_windows = Sweep(
-    window_totals,
-    lambda window, stream_time: window_closed(window.window_end, stream_time, settings.window_grace_seconds),
-)
+close_windows = Sweep(window_totals, lambda window: window_closes_at(window.window_end, settings.window_grace_seconds))
