@@ -25,6 +25,18 @@ commit_duration = Histogram(
     "Duration of one partition's transaction: begin, produce, flush, send offsets, commit (failed ones included)",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
 )
+#: the steps of a transaction, each a librdkafka call on the producer's thread (``produce``: handing
+#: over every record of the commit; ``flush``: until each is acknowledged)
+TRANSACTION_STEPS = ("init_transactions", "begin_transaction", "list_topics", "produce", "flush",
+                     "send_offsets_to_transaction", "commit_transaction", "abort_transaction")
+transaction_step_duration = Histogram(
+    "faust_eos_transaction_step_seconds",
+    "Duration of each step of a transaction on its producer's thread (failed steps included)",
+    ["step"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+)
+for _step in TRANSACTION_STEPS:
+    transaction_step_duration.labels(_step)  # every series exists from the start
 input_paused = Counter(
     "faust_eos_input_paused_seconds_total",
     "Seconds no input was handed to the agents because max_uncommitted_records waited for their commit",

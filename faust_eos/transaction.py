@@ -104,6 +104,7 @@ class PartitionTransaction:
         self._thread = CallThread(f"eos-{self.transactional_id}")
         self._step = "nothing yet"  # the step running on the thread, named when one is stuck
         self._step_started = 0.0  # monotonic time it began
+        self._step_timed = False  # whether that step still runs, its duration not yet observed
 
     async def init(self) -> None:
         """Claim the id: aborts the previous owner's open transaction and fences it."""
@@ -138,15 +139,33 @@ class PartitionTransaction:
                 return call.result()
 
     def _begin_step(self, name: str) -> None:
-        """Runs on the producer's thread, before each step of a call."""
+        """Runs on the producer's thread, before each step of a call; the step before it ends."""
+        self._end_step()
         self._step = name
         self._step_started = time.monotonic()
+        self._step_timed = True
+
+    def _end_step(self) -> None:
+        """Runs on the producer's thread: the running step's duration, observed under its call's name."""
+        if self._step_timed:
+            self._step_timed = False
+            metrics.transaction_step_duration.labels(self._step.split(" ", 1)[0]).observe(
+                time.monotonic() - self._step_started)
 
     def _init_transactions(self) -> None:
         self._begin_step("init_transactions")
-        self._producer.init_transactions(self._timeout_s)
+        try:
+            self._producer.init_transactions(self._timeout_s)
+        finally:
+            self._end_step()
 
     def _commit(self, records: Sequence[StagedRecord], offset: Optional[int]) -> list[RecordMetadata]:
+        try:
+            return self._commit_steps(records, offset)
+        finally:
+            self._end_step()
+
+    def _commit_steps(self, records: Sequence[StagedRecord], offset: Optional[int]) -> list[RecordMetadata]:
         producer = self._producer
         try:
             self._begin_step("begin_transaction")

@@ -17,6 +17,7 @@ from prometheus_client import REGISTRY
 
 from fakes import FakeProducer, error
 from faust_eos import transaction as transaction_module
+from faust_eos.metrics import TRANSACTION_STEPS
 from faust_eos.staging import SourceTP, StagedRecord
 from faust_eos.transaction import (
     PartitionTransaction,
@@ -105,6 +106,46 @@ def test_a_commit_makes_its_records_visible_with_its_offset(scenario):
         "commit_transaction",
     ]
     assert run.counted() == {"begun": 1, "committed": 1, "aborted": 0}
+
+
+def step_counts() -> dict[str, float]:
+    return {step: REGISTRY.get_sample_value("faust_eos_transaction_step_seconds_count", {"step": step}) or 0.0
+            for step in TRANSACTION_STEPS}
+
+
+def steps_timed(before: dict[str, float]) -> dict[str, float]:
+    return {step: count - before[step] for step, count in step_counts().items() if count != before[step]}
+
+
+def test_each_step_of_a_claim_and_a_commit_is_timed_once_under_its_calls_name(scenario):
+    run = scenario()
+    before = step_counts()
+    asyncio.run(run.transaction.init())
+    run.commit(staged(b"a", b"b"))
+    assert steps_timed(before) == {
+        "init_transactions": 1, "begin_transaction": 1, "list_topics": 1, "produce": 1, "flush": 1,
+        "send_offsets_to_transaction": 1, "commit_transaction": 1,
+    }
+
+
+def test_a_failed_step_is_timed_and_so_is_the_abort_after_it(scenario):
+    run = scenario()
+    run.producer.failures["send_offsets_to_transaction"] = [error(KafkaError._TIMED_OUT, retriable=True)]
+    before = step_counts()
+    with pytest.raises(TransactionFailed):
+        run.commit(staged(b"a"))
+    assert steps_timed(before) == {
+        "begin_transaction": 1, "list_topics": 1, "produce": 1, "flush": 1, "send_offsets_to_transaction": 1,
+        "abort_transaction": 1,
+    }
+
+
+def test_a_resumed_commit_is_timed_as_a_second_commit_step(scenario):
+    run = scenario()
+    run.producer.failures["commit_transaction"] = [error(KafkaError._TIMED_OUT, retriable=True)]
+    before = step_counts()
+    run.commit(staged(b"a"))
+    assert steps_timed(before)["commit_transaction"] == 2
 
 
 def unread(*values: bytes, topic: str = "out") -> list[StagedRecord]:
