@@ -1,41 +1,44 @@
-"""A commit round: one transaction per input partition, and one recovery per outcome.
+"""A commit round: one transaction for every input partition the worker owns, and one recovery per outcome.
 
-The transaction manager hands each round the offsets Faust wants committed
-(the next offset to read, per input partition). Each partition then goes
-through the same steps, numbered in :meth:`PartitionCommits._commit_partition`:
+The transaction manager hands each round the offsets Faust wants committed (the
+next offset to read, per input partition). The round goes through the steps
+numbered in :meth:`WorkerCommits.run`:
 
-1. its producer: none means the partition is no longer owned, and it is given up;
-2. the output records staged by its events below the offset are taken, and of
-   each table key those events wrote, the newest write, as one changelog record;
-3. one transaction produces them and commits the offset;
-4. the outcome decides the one recovery action:
+1. partitions this worker does not own in the current assignment are given up;
+2. the committing member: the group's current generation and member id (none
+   while the worker is out of the group: the broker would take offsets sent
+   without a generation from anyone, so everything owned is given up);
+3. of each owned partition, the output records staged by its events below its
+   offset are taken, and of each table key those events wrote, the newest write,
+   as one changelog record;
+4. one transaction produces them all and commits every offset, with the member;
+5. the outcome decides the one recovery action:
 
    * committed: the table writes go to the local stores with their new
      checkpoints, then the records' futures resolve; if a store cannot take
      them (its disk failed), :class:`LocalStateNotWritten` stops the worker,
      whose next start restores them from the changelog past the old checkpoint;
-   * not committed, whatever the reason (:class:`TransactionFailed`: aborted;
-     :class:`ProducerFenced`; :class:`TransactionStuck`; cancelled or an
-     unexpected error, whose outcome is unknown): the partition is given up: its
-     staged records, its table writes and its producer are dropped (the stores
-     still hold the last committed state) and the group is asked to rebalance,
-     so whoever claims it next starts from its last committed offset. Outputs
-     and table writes are always dropped together: a later commit must never
-     carry writes without the outputs of the same events.
+   * not committed, whatever the reason (:class:`TransactionFailed`: aborted, as
+     a zombie's offsets are refused by the group; :class:`ProducerFenced`;
+     :class:`TransactionStuck`; cancelled or an unexpected error, whose outcome is
+     unknown): every partition of the round is given up: their staged records,
+     their table writes and the producer are dropped (the stores still hold the
+     last committed state) and the group is asked to rebalance, so whoever is
+     assigned them next starts from their last committed offsets. Outputs and
+     table writes are always dropped together: a later commit must never carry
+     writes without the outputs of the same events.
 
-A failed transaction is not retried on a new producer of the same id. Only an
-assignment may claim a partition's transactional id: a worker paused through a
-rebalance (a zombie) finds its transaction failed, not always fenced (a call
-that timed out while it was paused), and claiming the id again then would fence
-the partition's new owner and let the zombie commit its stale offsets.
+A partition given up commits nothing more until it is assigned again; the next
+assignment claims the worker's transactional id on a new producer
+(:meth:`WorkerCommits.claim`), which aborts what the dropped one left open.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
-from typing import Callable, Mapping, MutableMapping, Protocol, Sequence
+from typing import Callable, Mapping, Optional, Protocol, Sequence
 
 from aiokafka.structs import RecordMetadata
+from confluent_kafka import KafkaException
 
 from faust_eos import metrics
 from faust_eos.errors import LocalStateNotWritten
@@ -46,9 +49,14 @@ log = logging.getLogger(__name__)
 
 
 class Transaction(Protocol):
-    """What a round needs of a partition's producer (:class:`faust_eos.transaction.PartitionTransaction`)."""
+    """What a round needs of the worker's producer (:class:`faust_eos.transaction.TransactionalProducer`)."""
 
-    async def commit(self, records: Sequence[StagedRecord], offset: int) -> list[RecordMetadata]: ...
+    transactional_id: str
+
+    async def init(self) -> None: ...
+
+    async def commit(self, records: Sequence[StagedRecord], offsets: Optional[Mapping[SourceTP, int]] = None,
+                     group: Optional[bytes] = None) -> list[RecordMetadata]: ...
 
     def close(self) -> None: ...
 
@@ -63,71 +71,112 @@ class Tables(Protocol):
     def drop(self, source: SourceTP) -> int: ...
 
 
-class PartitionCommits:
-    """Runs commit rounds, and gives up each partition whose commit did not go through."""
+class WorkerCommits:
+    """Runs commit rounds in the worker's one transactional producer; gives up what did not commit."""
 
     def __init__(
         self,
         staging: Staging,
-        transactions: MutableMapping[SourceTP, Transaction],
         tables: Tables,
+        new_producer: Callable[[], Transaction],
+        member: Callable[[], Optional[bytes]],
         request_rejoin: Callable[[], None],
     ) -> None:
         self.staging = staging
-        #: the producers of the partitions this worker claimed (shared with the manager, which claims them)
-        self.transactions = transactions
         self.tables = tables
+        #: the input partitions this worker owns in the current assignment (the manager sets them)
+        self.owned: set[SourceTP] = set()
+        self._new_producer = new_producer
+        self._member = member
         self._request_rejoin = request_rejoin
+        self._producer: Optional[Transaction] = None
+
+    async def claim(self) -> bool:
+        """Make sure a producer holds the worker's id; a new one aborts what an earlier one left open.
+
+        False if the id could not be claimed: nothing can commit until it is.
+        """
+        if self._producer is not None:
+            return True
+        producer = self._new_producer()
+        try:
+            await producer.init()
+        except (KafkaException, TransactionStuck) as exc:
+            log.warning("Could not claim %s: %s", producer.transactional_id, exc)
+            producer.close()
+            return False
+        self._producer = producer
+        log.info("Claimed %s (aborted what an earlier producer of this worker left open)", producer.transactional_id)
+        return True
 
     async def run(self, offsets: Mapping[SourceTP, int]) -> dict[SourceTP, bool]:
-        """Commit each partition up to its offset; per partition, whether it committed."""
-        outcomes = await asyncio.gather(*(self._commit_partition(tp, offset) for tp, offset in offsets.items()))
-        return dict(zip(offsets, outcomes))
-
-    async def _commit_partition(self, tp: SourceTP, offset: int) -> bool:
-        # 1. Only the owner of the partition may commit it.
-        transaction = self.transactions.get(tp)
-        if transaction is None:
-            self.give_up(tp, f"no producer for {tp.topic}[{tp.partition}]: partition not owned")
-            return False
-        # 2. Exactly the records caused by the events being committed; of a table key, the newest write.
-        outputs = self.staging.take(tp, offset)
-        table_records = self.tables.changelog_records({tp: offset})
-        # 3. One transaction: the records, then the offset.
+        """Commit every owned partition up to its offset, in one transaction; per partition, whether it committed."""
+        # 1. Only the owner of a partition may commit it.
+        owned = {tp: offset for tp, offset in offsets.items() if tp in self.owned}
+        for tp in offsets.keys() - owned.keys():
+            self.give_up(tp, f"{tp.topic}[{tp.partition}] not owned")
+        outcome = dict.fromkeys(offsets, False)
+        if not owned:
+            return outcome
+        # 2. The committing member, checked by the group; and the producer claimed at the assignment.
+        member, producer = self._member(), self._producer
+        if member is None or producer is None:
+            self._give_up_round(owned, "this worker is not a member of the group" if member is None
+                                else "the worker's transactional id is not claimed", {})
+            return outcome
+        # 3. Exactly the records caused by the events being committed; of a table key, the newest write.
+        outputs: list[StagedRecord] = []
+        taken: dict[SourceTP, int] = {}
+        for tp, offset in owned.items():
+            records = self.staging.take(tp, offset)
+            taken[tp] = len(records)
+            outputs += records
+        table_records = self.tables.changelog_records(owned)
+        # 4. One transaction: the records, then every offset, with the member.
         try:
-            metadata = await transaction.commit(outputs + table_records, offset)
-        # 4. One recovery per outcome: committed, or given up.
+            metadata = await producer.commit(outputs + table_records, owned, member)
+        # 5. One recovery per outcome: committed, or every partition of the round given up.
         except (TransactionFailed, ProducerFenced, TransactionStuck) as exc:
             if isinstance(exc, ProducerFenced):
                 metrics.producers_fenced.inc()
-            self._drop_producer(tp, transaction, str(exc), taken=len(outputs))
-            return False
+            self._give_up_round(owned, str(exc), taken)
+            return outcome
         except BaseException as exc:
-            self._drop_producer(tp, transaction, f"commit ended by {exc!r}", taken=len(outputs))
+            self._give_up_round(owned, f"commit ended by {exc!r}", taken)
             raise
         try:
             self.tables.committed(table_records, metadata[len(outputs):])
         except Exception as exc:
             raise LocalStateNotWritten(
-                f"{tp.topic}[{tp.partition}] committed up to {offset}, but its table writes could not be stored "
-                f"locally ({exc!r}): stopping; the next start restores them from the changelogs"
+                f"{', '.join(f'{tp.topic}[{tp.partition}]' for tp in owned)} committed, but their table writes could "
+                f"not be stored locally ({exc!r}): stopping; the next start restores them from the changelogs"
             ) from exc
         resolve(outputs, metadata)
-        return True
+        outcome.update(dict.fromkeys(owned, True))
+        return outcome
 
-    def _drop_producer(self, tp: SourceTP, transaction: Transaction, why: str, *, taken: int) -> None:
-        """Give ``tp`` up with its producer (``taken``: the outputs its commit took), and ask the group to
-        assign it again."""
-        log.warning("Giving up %s[%d]: %s", tp.topic, tp.partition, why)
-        metrics.partitions_given_up.inc()
-        if self.transactions.get(tp) is transaction:  # else closed already, by a revocation meanwhile
-            self.transactions.pop(tp).close()
-        self.give_up(tp, why, taken=taken)
+    def _give_up_round(self, owned: Mapping[SourceTP, int], why: str, taken: Mapping[SourceTP, int]) -> None:
+        """Give up every partition of a round that did not commit, with the producer, and ask the group to
+        assign them again (``taken``: the outputs the round took of each)."""
+        log.warning("Giving up %s: %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(owned)), why)
+        metrics.partitions_given_up.inc(len(owned))
+        if self._producer is not None:
+            self._producer.close()
+            self._producer = None
+        for tp in owned:
+            self.give_up(tp, why, taken=taken.get(tp, 0))
         self._request_rejoin()
 
     def give_up(self, tp: SourceTP, why: str, *, taken: int = 0) -> None:
         """Drop what ``tp``'s events staged and wrote (and ``taken`` outputs already taken from staging): this
-        worker cannot commit it any more."""
+        worker cannot commit it any more, until it is assigned again."""
+        self.owned.discard(tp)
         dropped = taken + len(self.staging.discard(tp)) + self.tables.drop(tp)
         if dropped:
             log.warning("Dropped %d uncommitted records of %s[%d]: %s", dropped, tp.topic, tp.partition, why)
+
+    def close(self) -> None:
+        """Drop the producer: the worker stops."""
+        if self._producer is not None:
+            self._producer.close()
+            self._producer = None

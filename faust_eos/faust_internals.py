@@ -27,9 +27,10 @@ Private names used, and why:
   kept short when they decide nothing (:func:`forget_acks_below`).
 * ``Consumer._thread``, with its ``_ensure_consumer()``, ``thread_loop`` and
   ``call_thread``: the aiokafka consumer and the thread it runs on.
-* aiokafka's ``AIOKafkaConsumer._coordinator`` (``request_rejoin``) and
-  ``AIOKafkaConsumer._client`` (``force_metadata_update``): asking for a rebalance,
-  and for fresh metadata.
+* aiokafka's ``AIOKafkaConsumer._coordinator`` (``request_rejoin``, ``generation``,
+  ``member_id``) and ``AIOKafkaConsumer._client`` (``force_metadata_update``): asking
+  for a rebalance, the worker's membership of the group its transactions' offsets
+  are checked against, and fresh metadata.
 * ``Consumer._new_consumer_thread`` and ``AIOKafkaConsumerThread._create_worker_consumer``
   (:class:`ConsumerThreadHooks`), with aiokafka's ``AIOKafkaConsumer._fetch_max_wait_ms``:
   the worker's aiokafka consumer built with the fetch wait the consumer asks for
@@ -172,6 +173,11 @@ class ConsumerHooks(faust_aiokafka.Consumer):
         """Make the group rebalance soon."""
         coordinator = self.aiokafka_consumer()._coordinator
         self._thread.thread_loop.call_soon_threadsafe(coordinator.request_rejoin)
+
+    def group_membership(self) -> tuple[int, str]:
+        """This worker's generation and member id in the group (-1 and "" while it is not a member)."""
+        coordinator = self.aiokafka_consumer()._coordinator
+        return coordinator.generation, coordinator.member_id
 
     def refresh_metadata(self) -> None:
         """Ask the broker for fresh topic metadata soon."""

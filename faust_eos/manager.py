@@ -2,8 +2,10 @@
 
 Sends are staged with the input event that caused them (:mod:`faust_eos.staging`),
 or, outside any event, with the worker's own producer (:mod:`faust_eos.outside`);
-each commit round runs one transaction per input partition (:mod:`faust_eos.commit`).
-Partitions are claimed here when assigned, which fences their previous owner.
+each commit round runs one transaction for every input partition the worker owns
+(:mod:`faust_eos.commit`), fenced by the group's generation. At each assignment the
+worker's transactional id is claimed here, if no producer holds it, before the
+partitions' committed offsets are read.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from faust.transport.consumer import TransactionManager as FaustTransactionManag
 from faust.types import TP
 from faust.types.tuples import FutureMessage, RecordMetadata
 
-from faust_eos.commit import PartitionCommits
+from faust_eos.commit import WorkerCommits
 from faust_eos.errors import (
     MissingTopic,
     SendNotCommittable,
@@ -42,7 +44,7 @@ from faust_eos.staging import (
     staged_record,
 )
 from faust_eos.table_state import TableState
-from faust_eos.transaction import PartitionTransaction, TransactionStuck, transactional_id
+from faust_eos.transaction import TransactionalProducer, group_metadata, worker_transactional_id
 
 log = logging.getLogger(__name__)
 
@@ -52,17 +54,14 @@ DEFAULT_FETCH_MAX_WAIT_MS = 20
 
 
 class TransactionManager(FaustTransactionManager):
-    """Stages sends by source event and commits them per input partition."""
+    """Stages sends by source event and commits them in the worker's transactions."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.staging = Staging()
-        self._transactions: dict[SourceTP, PartitionTransaction] = {}
         self.tables = TableState(one_source=True)  # the app's tables join it at start
-        self._commits = PartitionCommits(
-            self.staging, self._transactions, self.tables, lambda: self.consumer.request_rejoin()
-        )
-        self._group: Any = None
+        self._commits = WorkerCommits(self.staging, self.tables, self._new_worker_transaction, self._member,
+                                      lambda: self.consumer.request_rejoin())
         self._committed: Optional[CommittedOffsets] = None
         self._ownership = asyncio.Lock()  # commits never overlap a change of owned partitions
         self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="eos-offsets")
@@ -81,13 +80,10 @@ class TransactionManager(FaustTransactionManager):
         refuse_settings_that_bypass_transactions(self.app.conf)
         self.tables.add(self.app.tables.values())
         self._committed = CommittedOffsets(librdkafka_client(self.app.conf), self.app.conf.id)
-        self._group = self._committed.group_metadata()
 
     async def on_stop(self) -> None:
         await super().on_stop()
-        for transaction in self._transactions.values():
-            transaction.close()
-        self._transactions.clear()
+        self._commits.close()
         self.outside.close()
         if self._committed is not None:
             self._committed.interrupt()  # a read still running gives up, so the close soon follows
@@ -229,7 +225,7 @@ class TransactionManager(FaustTransactionManager):
     async def commit(self, offsets: Mapping[TP, int], start_new_transaction: bool = True) -> bool:
         """Commit ``offsets`` (next offset to read, per input partition) with their records.
 
-        One transaction per partition (:mod:`faust_eos.commit`); True if every one committed.
+        One transaction for them all (:mod:`faust_eos.commit`); True if it committed every one.
         """
         await self._declare_new_topics()
         source_offsets = {SourceTP(tp.topic, tp.partition): offset for tp, offset in offsets.items()}
@@ -258,56 +254,38 @@ class TransactionManager(FaustTransactionManager):
 
     # -- ownership -------------------------------------------------------------
     async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
-        """Faust forgot the revoked partitions' pending offsets: drop their records and producers.
+        """Faust forgot the revoked partitions' pending offsets: drop their records, commit nothing more of them.
 
         Nothing of theirs may commit any more: events processed after the hand-over
         commit had their records dropped, and events the streams skip while the
         rebalance runs may be acknowledged unprocessed.
         """
-        gone = {SourceTP(tp.topic, tp.partition) for tp in revoked}
-        for tp in gone:  # its table partitions are no longer written here: a later expiry must not go there
-            self._commits.give_up(tp, f"{tp.topic}[{tp.partition}] revoked before commit")
-        async with self._ownership:
-            for tp in gone & self._transactions.keys():
-                self._transactions.pop(tp).close()
+        for tp in revoked:  # its table partitions are no longer written here: a later expiry must not go there
+            self._commits.give_up(SourceTP(tp.topic, tp.partition), f"{tp.topic}[{tp.partition}] revoked before commit")
 
     def owns(self, tp: TP) -> bool:
-        """Whether this worker claimed input partition ``tp`` in the current assignment."""
-        return SourceTP(tp.topic, tp.partition) in self._transactions
+        """Whether this worker owns input partition ``tp`` in the current assignment."""
+        return SourceTP(tp.topic, tp.partition) in self._commits.owned
 
     async def on_rebalance(self, assigned: Set[TP], revoked: Set[TP], newly_assigned: Set[TP]) -> None:
-        """Claim every assigned input partition afresh, then check the assigned tables' local state.
+        """Own the assigned input partitions, claiming the worker's transactional id if no producer holds it,
+        then check the assigned tables' local state.
 
-        Even a partition this worker keeps is claimed again: if the worker was
-        out of the group for a while (paused, cut off), another owner may have
-        claimed it meanwhile, and the old producer would only be fenced later.
+        The claim comes before the partitions' committed offsets are read: it aborts
+        what an earlier producer of this worker (before a restart, or dropped after a
+        failed commit) left open, offsets included, which that read would wait for.
         """
         async with self._ownership:
-            for transaction in self._transactions.values():
-                transaction.close()
-            self._transactions.clear()
-            claim = [
+            self._commits.owned.clear()
+            if not await self._commits.claim():
+                self.consumer.request_rejoin()  # unclaimed, nothing can commit: ask for another rebalance
+                return
+            self._commits.owned.update(
                 SourceTP(tp.topic, tp.partition)
                 for tp in assigned
                 if not self.app.assignor.is_standby(tp) and tp.topic not in self._changelog_topics
-            ]
-            await asyncio.gather(*(self._claim(tp) for tp in claim))
-            # After the claims: they wait for the commit markers of the previous owners' (and this
-            # worker's own hand-over) transactions, which the changelogs' ends must include.
+            )
             await self._check_local_state({tp for tp in assigned if tp.topic in self._changelog_topics})
-
-    async def _claim(self, tp: SourceTP) -> None:
-        transaction = self._new_transaction(tp, transactional_id(self.app.conf.id, tp))
-        try:
-            await transaction.init()
-        except (KafkaException, TransactionStuck) as exc:
-            # Unclaimed, the partition's events cannot commit: ask for another rebalance.
-            log.warning("Could not claim %s, rejoining the group: %s", transaction.transactional_id, exc)
-            transaction.close()
-            self.consumer.request_rejoin()
-            return
-        self._transactions[tp] = transaction
-        log.info("Claimed %s (fenced any previous owner)", transaction.transactional_id)
 
     async def _check_local_state(self, changelog_tps: Set[TP]) -> None:
         """Rebuild from its changelog every assigned table partition whose local state cannot be trusted."""
@@ -386,19 +364,28 @@ class TransactionManager(FaustTransactionManager):
         return await self._in_thread(self._committed.restore_ends, tps) if tps else {}
 
     # -- helpers ---------------------------------------------------------------
-    def _new_transaction(self, tp: Optional[SourceTP], txn_id: str) -> PartitionTransaction:
-        return PartitionTransaction(
-            tp,
+    def _new_transaction(self, txn_id: str) -> TransactionalProducer:
+        return TransactionalProducer(
             transactional_id=txn_id,
             producer_config={**producer_config(self.app.conf),
                              "transaction.timeout.ms": self._transaction_timeout_ms},
-            group=self._group,
             call_timeout_s=min(10.0, self._transaction_timeout_ms / 1000 / 3),
         )
 
-    def _new_outside_transaction(self) -> PartitionTransaction:
+    def _new_worker_transaction(self) -> TransactionalProducer:
         worker = worker_id(Path(self.app.conf.datadir))
-        return self._new_transaction(None, outside_transactional_id(self.app.conf.id, worker))
+        return self._new_transaction(worker_transactional_id(self.app.conf.id, worker))
+
+    def _new_outside_transaction(self) -> TransactionalProducer:
+        worker = worker_id(Path(self.app.conf.datadir))
+        return self._new_transaction(outside_transactional_id(self.app.conf.id, worker))
+
+    def _member(self) -> Optional[bytes]:
+        """This worker's membership of the group, as the broker checks it at a commit; None while it has none."""
+        generation, member_id = self.consumer.group_membership()
+        if generation < 0 or not member_id:
+            return None
+        return group_metadata(self.app.conf.id, generation, member_id)
 
     async def _in_thread(self, fn: Any, *args: Any) -> Any:
         try:

@@ -132,14 +132,6 @@ class CommittedOffsets:
         self._in_use = threading.Lock()
         self._closing = threading.Event()
 
-    def group_metadata(self) -> Any:
-        """The group's metadata for ``send_offsets_to_transaction``.
-
-        Fencing follows each partition's transactional id, not the group
-        generation, so this carries the group id only.
-        """
-        return self._consumer.consumer_group_metadata()
-
     def read(self, tps: Iterable[Any], timeout_s: float = 60.0) -> dict[Any, Optional[int]]:
         """Committed offset of each of ``tps`` (anything with .topic and .partition); None if none."""
         tps = list(tps)

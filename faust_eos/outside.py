@@ -35,7 +35,7 @@ from aiokafka.structs import RecordMetadata
 from confluent_kafka import KafkaException
 
 from faust_eos.staging import StagedRecord
-from faust_eos.transaction import PartitionTransaction, ProducerFenced, TransactionFailed, TransactionStuck
+from faust_eos.transaction import TransactionalProducer, ProducerFenced, TransactionFailed, TransactionStuck
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +58,9 @@ def outside_transactional_id(app_id: str, worker: str) -> str:
 class OutsideEventSends:
     """Records sent outside any event, and the producer that commits them."""
 
-    def __init__(self, new_transaction: Callable[[], PartitionTransaction]) -> None:
+    def __init__(self, new_transaction: Callable[[], TransactionalProducer]) -> None:
         self._new_transaction = new_transaction
-        self._transaction: Optional[PartitionTransaction] = None
+        self._transaction: Optional[TransactionalProducer] = None
         self._pending: list[StagedRecord] = []
         self._committing = asyncio.Lock()
 
@@ -78,7 +78,7 @@ class OutsideEventSends:
             records, self._pending = self._pending, []
             try:
                 transaction = await self._producer()
-                metadata = await transaction.commit(records, None)
+                metadata = await transaction.commit(records)
             except KafkaException as exc:  # the producer could not claim the id: it is asked again next time
                 log.warning("Records sent outside an event will be committed later: %s", exc)
                 self._pending[:0] = records
@@ -118,7 +118,7 @@ class OutsideEventSends:
                 raise ProducerFenced(f"a record for {record.topic!r} was dropped: the producer was fenced")
             await asyncio.sleep(0.1)  # a failed round: try again soon
 
-    async def _producer(self) -> PartitionTransaction:
+    async def _producer(self) -> TransactionalProducer:
         if self._transaction is None:
             transaction = self._new_transaction()
             try:

@@ -1,12 +1,10 @@
-"""The exactly-once commit of one input partition.
+"""The worker's transactional producer: its input offsets commit with the records they caused.
 
-One transactional producer per input partition this worker owns, with a
-``transactional.id`` derived from the partition (``<app>-<topic>-<partition>``).
-Whoever owns the partition next initialises the same id, which aborts any
-transaction the previous owner left open and fences it: a paused or partitioned
-old owner (a zombie) can no longer commit anything.
-
-A commit is one transaction, run start to finish on a worker thread::
+Each worker commits through one transactional producer, with the
+``transactional.id`` ``<app>-worker-<worker id>`` (the worker id is kept in
+its data directory, :func:`faust_eos.outside.worker_id`). A worker restarted
+on its directory claims the same id, which aborts whatever its predecessor
+left open. A commit is one transaction, run start to finish on a worker thread::
 
     begin_transaction()
     list_topics(topic) for each topic this producer has not learnt yet
@@ -15,29 +13,34 @@ A commit is one transaction, run start to finish on a worker thread::
         (outputs and table changelog writes, in the order they were sent;
         a full local queue is waited out for at most one call timeout)
     flush()                                  every record acknowledged, or abort
-    send_offsets_to_transaction({tp: offset}, group)
+    send_offsets_to_transaction(offsets, the group's generation and member id)
     commit_transaction()                     a timeout resumes it once: it can no longer abort
 
-Nothing is produced outside this sequence, so a transaction is open only for
-the few milliseconds of a commit and a crash at any step leaves either all of
-it or none of it visible to ``read_committed`` readers.
+Zombies are fenced by the group (KIP-447): the broker takes the offsets only
+from the member of the group's current generation, so a worker paused or cut
+off while the group moved on has its offsets refused, and its transaction is
+aborted with every record in it. Nothing is produced outside this sequence, so
+a transaction is open only for the few milliseconds of a commit and a crash at
+any step leaves either all of it or none of it visible to ``read_committed``
+readers.
 
-Each producer has its own thread, and each librdkafka call there has a
-deadline: its own timeout, ``call_timeout_s``, plus a grace. A commit is
-watched step by step, so a slow but healthy commit of many steps is never cut
-short, while one call that hangs is seen within one deadline. Some librdkafka
-calls can block for ever when the broker restarts (the group coordinator
-request inside ``send_offsets_to_transaction`` never times out): past the
-deadline the producer is given up (:class:`TransactionStuck`) and whoever
-claims the id next fences it.
+Each librdkafka call on the producer's thread has a deadline: its own timeout,
+``call_timeout_s``, plus a grace. A commit is watched step by step, so a slow
+but healthy commit of many steps is never cut short, while one call that hangs
+is seen within one deadline. Some librdkafka calls can block for ever when the
+broker restarts (the group coordinator request inside
+``send_offsets_to_transaction`` never times out): past the deadline the
+producer is given up (:class:`TransactionStuck`) and the next claim of the id
+fences it.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from aiokafka.structs import RecordMetadata
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
@@ -57,7 +60,7 @@ FENCED_CODES = {
 
 
 class ProducerFenced(Exception):
-    """Another worker now owns this input partition's transactional id."""
+    """Another producer claimed this producer's transactional id: the producer is unusable."""
 
 
 class TransactionFailed(Exception):
@@ -72,31 +75,30 @@ class TransactionStuck(Exception):
 DEADLINE_GRACE_S = 5.0
 
 
-def transactional_id(app_id: str, tp: SourceTP) -> str:
-    return f"{app_id}-{tp.topic}-{tp.partition}"
+def worker_transactional_id(app_id: str, worker: str) -> str:
+    return f"{app_id}-worker-{worker}"
 
 
-class PartitionTransaction:
-    """The transactional producer of one input partition, driven from the event loop.
+def group_metadata(group_id: str, generation: int, member_id: str) -> bytes:
+    """A group member's metadata for ``send_offsets_to_transaction``, serialized as librdkafka's own
+    consumer gives it (``consumer_group_metadata()``, no ``group.instance.id``)."""
+    return (b"CGMDv2:" + struct.pack("<i", generation) + group_id.encode() + b"\0" + member_id.encode() + b"\0"
+            + b"\x01")
 
-    With ``tp`` None it commits records alone, with no input offsets (the records
-    sent outside any event: :mod:`faust_eos.outside`).
-    """
+
+class TransactionalProducer:
+    """A transactional producer, driven from the event loop: its calls run on a thread of its own."""
 
     def __init__(
         self,
-        tp: Optional[SourceTP],
         *,
         transactional_id: str,
         producer_config: dict[str, Any],
-        group: Any,
         call_timeout_s: float,
         producer_factory: Callable[[dict[str, Any]], Producer] = Producer,
         deadline_grace_s: float = DEADLINE_GRACE_S,
     ) -> None:
-        self.tp = tp
         self.transactional_id = transactional_id
-        self._group = group
         self._timeout_s = call_timeout_s
         self._deadline_grace_s = deadline_grace_s
         self._producer = producer_factory({**producer_config, "transactional.id": self.transactional_id})
@@ -107,19 +109,23 @@ class PartitionTransaction:
         self._step_timed = False  # whether that step still runs, its duration not yet observed
 
     async def init(self) -> None:
-        """Claim the id: aborts the previous owner's open transaction and fences it."""
+        """Claim the id: aborts the transaction an earlier producer of the id left open, and fences it."""
         await self._call(self._init_transactions)
 
-    async def commit(self, records: Sequence[StagedRecord], offset: Optional[int]) -> list[RecordMetadata]:
-        """Produce ``records`` and commit them with input offset ``offset`` (if any), atomically.
+    async def commit(self, records: Sequence[StagedRecord], offsets: Optional[Mapping[SourceTP, int]] = None,
+                     group: Optional[bytes] = None) -> list[RecordMetadata]:
+        """Produce ``records`` and commit them with the input ``offsets`` (if any), atomically.
 
-        Returns each record's metadata, in order. Raises :class:`ProducerFenced`
-        or :class:`TransactionFailed` (nothing became visible), or
-        :class:`TransactionStuck` (the outcome is unknown until the id is claimed again).
-        After any of them the producer is not used again (see :mod:`faust_eos.commit`).
+        ``group``: the committing member's :func:`group_metadata`, which the
+        broker checks against the group's current generation. Returns each
+        record's metadata, in order. Raises :class:`ProducerFenced` or
+        :class:`TransactionFailed` (nothing became visible), or
+        :class:`TransactionStuck` (the outcome is unknown until the id is claimed
+        again). After any of them the producer is not used again (see
+        :mod:`faust_eos.commit`).
         """
         with metrics.commit_duration.time():
-            return await self._call(self._commit, records, offset)
+            return await self._call(self._commit, records, offsets, group)
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn`` on the producer's thread; stuck once one of its steps outlasts its deadline."""
@@ -159,13 +165,15 @@ class PartitionTransaction:
         finally:
             self._end_step()
 
-    def _commit(self, records: Sequence[StagedRecord], offset: Optional[int]) -> list[RecordMetadata]:
+    def _commit(self, records: Sequence[StagedRecord], offsets: Optional[Mapping[SourceTP, int]],
+                group: Optional[bytes]) -> list[RecordMetadata]:
         try:
-            return self._commit_steps(records, offset)
+            return self._commit_steps(records, offsets, group)
         finally:
             self._end_step()
 
-    def _commit_steps(self, records: Sequence[StagedRecord], offset: Optional[int]) -> list[RecordMetadata]:
+    def _commit_steps(self, records: Sequence[StagedRecord], offsets: Optional[Mapping[SourceTP, int]],
+                      group: Optional[bytes]) -> list[RecordMetadata]:
         producer = self._producer
         try:
             self._begin_step("begin_transaction")
@@ -174,10 +182,10 @@ class PartitionTransaction:
             # a record that failed fails the commit: only those whose offsets are read are reported
             delivered = produce_all(producer, records, self._timeout_s, self._begin_step, self._known_topics,
                                     report_every_record=False)
-            if offset is not None:
-                offsets = [TopicPartition(self.tp.topic, self.tp.partition, offset)]
+            if offsets:
+                positions = [TopicPartition(tp.topic, tp.partition, offset) for tp, offset in offsets.items()]
                 self._begin_step("send_offsets_to_transaction")
-                producer.send_offsets_to_transaction(offsets, self._group, self._timeout_s)
+                producer.send_offsets_to_transaction(positions, group, self._timeout_s)
             self._commit_transaction()
             metrics.transactions_committed.inc()
         except KafkaException as exc:
@@ -227,7 +235,7 @@ class PartitionTransaction:
             raise TransactionFailed(f"{self.transactional_id}: {what} failed: {error.str()}") from exc
 
     def close(self) -> None:
-        """Drop the producer; an open transaction is aborted by the next owner.
+        """Drop the producer; an open transaction is aborted by the next claim of the id, or times out.
 
         The producer is released on its own thread, after any call still
         running there: destroying it can block, and it must not block the loop.

@@ -12,14 +12,16 @@ four things:
   they are staged with the event's partition and offset (:mod:`faust_eos.staging`).
   Table changelog writes go the same way; records sent outside any event go
   in transactions of the worker's own (:mod:`faust_eos.outside`).
-* **Commits** run one transaction per input partition (:mod:`faust_eos.commit`,
-  :class:`faust_eos.transaction.PartitionTransaction`): the staged records of
-  the events being committed, then their offsets.
-* **Ownership**: a partition's producer is initialised when the partition is
-  assigned, before its offsets are read and its tables restored, which fences
-  the previous owner. Before giving partitions up in a rebalance the worker
-  finishes the events it holds and commits them, so the next owner starts
-  exactly where this one stopped.
+* **Commits** run one transaction per round for every input partition the
+  worker owns (:mod:`faust_eos.commit`, :class:`faust_eos.transaction.TransactionalProducer`):
+  the staged records of the events being committed, then their offsets, sent
+  with the group's generation and member id.
+* **Ownership**: the group fences a previous owner: it takes offsets only from
+  the member of its current generation. The worker claims its transactional id
+  when partitions are assigned, before their offsets are read and their tables
+  restored. Before giving partitions up in a rebalance the worker finishes the
+  events it holds and commits them, so the next owner starts exactly where this
+  one stopped.
 
 Tables (:mod:`faust_eos.table_state`, :mod:`faust_eos.store`) hold a write in
 memory until its transaction commits, then store it with the changelog offset

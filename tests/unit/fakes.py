@@ -139,15 +139,25 @@ def error(code: int, *, fatal: bool = False, retriable: bool = False, txn_requir
 
 
 class FakeTransaction:
-    """Commits or raises as told, one outcome per commit; remembers what it was given."""
+    """The worker's producer: claims its id or fails to, then commits or raises as told, one outcome per
+    commit; remembers what it was given."""
 
-    def __init__(self, *failures: Optional[Exception]) -> None:
+    transactional_id = "app-worker-w1"
+
+    def __init__(self, *failures: Optional[Exception], claim_fails: bool = False) -> None:
         self.failures = list(failures)
-        self.commits: list[tuple[list[bytes], int]] = []
+        self.claim_fails = claim_fails
+        self.claimed = False
+        self.commits: list[tuple[list[bytes], dict, Optional[bytes]]] = []
         self.closed = False
 
-    async def commit(self, records, offset):
-        self.commits.append(([record.value for record in records], offset))
+    async def init(self) -> None:
+        if self.claim_fails:
+            raise KafkaException(KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS))
+        self.claimed = True
+
+    async def commit(self, records, offsets=None, group=None):
+        self.commits.append(([record.value for record in records], dict(offsets or {}), group))
         failure = self.failures.pop(0) if self.failures else None
         if failure is not None:
             raise failure

@@ -9,7 +9,7 @@ RAW = "\n".join([
     f"{MAIN};ingest (agents/payments.py:68);ingest_one (agents/payments.py:80);Store.value_of (faust_eos/store.py:233) 20",
     f"{MAIN};ingest (agents/payments.py:68);Topic.send (faust_eos/topic.py:70);Record.to_representation (faust/models/record.py:1) 10",
     f"{MAIN};aggregate (agents/payments.py:97);loads (json/__init__.py:346) 10",
-    f"{MAIN};PartitionCommits._commit_partition (faust_eos/commit.py:99);Task.__step (asyncio/tasks.py:267) 10",
+    f"{MAIN};WorkerCommits.run (faust_eos/commit.py:99);Task.__step (asyncio/tasks.py:267) 10",
     "Thread._bootstrap (threading.py:1002);CallThread._serve (faust_eos/produce.py:128) 500",  # a producer's thread
     "Schema.decode.<locals>.<genexpr> (aiokafka/protocol/types.py:203) 7",  # a stack cut short: whose is unknown
 ])
@@ -29,7 +29,7 @@ def test_samples_count_for_the_code_running_and_for_each_part_enclosing_it():
     })
     within = summary["within"]
     assert within["agent `ingest`"] == pytest.approx(0.3) and within["agent `aggregate`"] == pytest.approx(0.1)
-    assert within["exactly_once commits (a task per partition)"] == pytest.approx(0.1)
+    assert within["exactly_once commit rounds"] == pytest.approx(0.1)
     assert within["waiting for I/O (selectors)"] == pytest.approx(0.5) and within["at_least_once commits"] == 0
 
 

@@ -48,18 +48,20 @@ def test_an_offset_commit_that_failed_is_no_round(consumer, monkeypatch):
     assert list(timer.rounds) == []
 
 
-def test_a_round_counts_the_transactions_that_committed(monkeypatch):
+def test_a_round_counts_the_partitions_its_transaction_committed(monkeypatch):
     consumer = faust.App("commit-timer-test", broker="eos://localhost:9092", processing_guarantee="exactly_once").consumer
-    monkeypatch.setattr(consumer, "request_rejoin", lambda: None)  # asked by the partition given up
-    manager = consumer.transactions
-    manager._transactions.update({
-        SourceTP("payments", 0): FakeTransaction(),
-        SourceTP("payments", 1): FakeTransaction(TransactionFailed("aborted")),
-    })
+    monkeypatch.setattr(consumer, "request_rejoin", lambda: None)  # asked by the round given up
+    commits = consumer.transactions._commits
+    producers = [FakeTransaction(None, TransactionFailed("aborted"))]
+    monkeypatch.setattr(commits, "_new_producer", producers.pop)
+    monkeypatch.setattr(commits, "_member", lambda: b"the committing member")
+    assert asyncio.run(commits.claim())
+    commits.owned.update(SourceTP(tp.topic, tp.partition) for tp in SOURCES)
     timer = CommitTimer()
-    timed_round(timer, consumer, lambda: asyncio.run(manager.commit(SOURCES)))
-    timed_round(timer, consumer, lambda: asyncio.run(manager.commit({})))  # nothing left to commit
-    assert [partitions for _end, _duration, partitions in timer.rounds] == [1]
+    timed_round(timer, consumer, lambda: asyncio.run(consumer.transactions.commit(SOURCES)))
+    timed_round(timer, consumer, lambda: asyncio.run(consumer.transactions.commit(SOURCES)))  # aborted
+    timed_round(timer, consumer, lambda: asyncio.run(consumer.transactions.commit({})))  # nothing left to commit
+    assert [partitions for _end, _duration, partitions in timer.rounds] == [2]
 
 
 def test_faust_records_a_failed_offset_commit_as_committed_but_it_is_not_counted(consumer, monkeypatch):

@@ -318,6 +318,28 @@ def test_aiokafka_consumer_start_sets_a_group_coordinator_whose_request_rejoin_a
     asyncio.run(scenario())
 
 
+def test_an_aiokafka_coordinator_outside_the_group_has_generation_minus_one_and_no_member_id():
+    # the transaction manager commits nothing then: the broker takes offsets sent without a generation from anyone
+    async def scenario() -> None:
+        consumer = AIOKafkaConsumer(group_id="contract", bootstrap_servers="localhost:1")
+
+        async def bootstrap_without_broker() -> None:
+            pass
+
+        consumer._client.bootstrap = bootstrap_without_broker
+        await consumer.start()
+        try:
+            coordinator = consumer._coordinator
+            assert (coordinator.generation, coordinator.member_id) == (-1, "")
+            coordinator.generation, coordinator.member_id = 5, "member-1"  # as a join sets them
+            coordinator.reset_generation()  # as the group's "unknown member" and "illegal generation" answers do
+            assert (coordinator.generation, coordinator.member_id) == (-1, "")
+        finally:
+            await consumer.stop()
+
+    asyncio.run(scenario())
+
+
 @pytest.mark.parametrize("processing_guarantee", ["exactly_once", "at_least_once"])
 def test_the_workers_aiokafka_consumer_hands_its_fetcher_the_fetch_wait_of_the_broker_url(processing_guarantee):
     async def scenario() -> None:

@@ -24,7 +24,7 @@ class Transaction:
         if self.claim_fails:
             raise KafkaException(KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS))
 
-    async def commit(self, records, offset):
+    async def commit(self, records, offsets=None, group=None):
         if self.failure is not None:
             raise self.failure
         self.committed += [record.value for record in records]

@@ -1,8 +1,8 @@
-"""PartitionTransaction against a fake producer: each failure of each commit step.
+"""TransactionalProducer against a fake librdkafka producer: each failure of each commit step.
 
 For each, what became visible, which exception the caller gets
 (TransactionFailed, ProducerFenced or TransactionStuck: in each case the
-caller gives the partition up), whether the transaction was aborted, and what
+caller gives the round's partitions up), whether the transaction was aborted, and what
 the metrics counted.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ import threading
 from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from prometheus_client import REGISTRY
 
 from fakes import FakeProducer, error
@@ -20,15 +20,16 @@ from faust_eos import transaction as transaction_module
 from faust_eos.metrics import TRANSACTION_STEPS
 from faust_eos.staging import SourceTP, StagedRecord
 from faust_eos.transaction import (
-    PartitionTransaction,
     ProducerFenced,
+    TransactionalProducer,
     TransactionFailed,
     TransactionStuck,
-    transactional_id,
+    group_metadata,
+    worker_transactional_id,
 )
 
 SOURCE = SourceTP("payments", 3)
-GROUP = object()  # the consumer group's metadata, passed through untouched
+GROUP = b"the committing member"  # passed through untouched
 COUNTERS = {
     "begun": "faust_eos_transactions_begun_total",
     "committed": "faust_eos_transactions_committed_total",
@@ -53,8 +54,8 @@ class Scenario:
 
     def __init__(self, call_timeout_s: float = 5.0, deadline_grace_s: float = 5.0) -> None:
         self.producers: list[FakeProducer] = []
-        self.transaction = PartitionTransaction(
-            SOURCE, transactional_id=transactional_id("app", SOURCE), producer_config={"bootstrap.servers": "nowhere:9092"}, group=GROUP,
+        self.transaction = TransactionalProducer(
+            transactional_id=worker_transactional_id("app", "w1"), producer_config={"bootstrap.servers": "nowhere:9092"},
             call_timeout_s=call_timeout_s, producer_factory=self._producer, deadline_grace_s=deadline_grace_s,
         )
         self.producer = self.producers[0]
@@ -66,7 +67,7 @@ class Scenario:
         return producer
 
     def commit(self, records: list[StagedRecord], offset: int = 10) -> list:
-        return asyncio.run(self.transaction.commit(records, offset))
+        return asyncio.run(self.transaction.commit(records, {SOURCE: offset}, GROUP))
 
     def counted(self) -> dict[str, float]:
         now = counts()
@@ -88,11 +89,32 @@ def scenario():
         each.transaction.close()
 
 
-def test_the_producer_gets_the_partitions_transactional_id(scenario):
+def test_the_producer_gets_the_workers_transactional_id(scenario):
     run = scenario()
-    assert run.producer.config == {"bootstrap.servers": "nowhere:9092", "transactional.id": "app-payments-3"}
+    assert run.producer.config == {"bootstrap.servers": "nowhere:9092", "transactional.id": "app-worker-w1"}
     asyncio.run(run.transaction.init())
     assert run.producer.calls == ["init_transactions"]
+
+
+def test_the_member_is_serialized_as_librdkafkas_own_consumer_serializes_it():
+    consumer = Consumer({"group.id": "app", "bootstrap.servers": "nowhere:9092", "log_level": 0})
+    try:
+        assert group_metadata("app", -1, "") == consumer.consumer_group_metadata()
+    finally:
+        consumer.close()
+    assert group_metadata("app", 7, "member-1") == b"CGMDv2:\x07\x00\x00\x00app\x00member-1\x00\x01"
+
+
+def test_every_offset_of_the_round_is_sent_with_the_member(scenario):
+    run = scenario()
+    asyncio.run(run.transaction.commit(staged(b"a"), {SOURCE: 10, SourceTP("other", 0): 4}, GROUP))
+    assert run.producer.offsets_sent == [([TopicPartition("payments", 3, 10), TopicPartition("other", 0, 4)], GROUP)]
+
+
+def test_records_without_offsets_commit_without_sending_any(scenario):
+    run = scenario()
+    asyncio.run(run.transaction.commit(staged(b"a")))
+    assert run.producer.offsets_sent == [] and run.producer.visible == [("out", b"a")]
 
 
 def test_a_commit_makes_its_records_visible_with_its_offset(scenario):
@@ -343,7 +365,7 @@ def test_a_call_blocked_past_its_deadline_is_stuck_while_the_loop_goes_on(scenar
 
     async def commit_while_blocked() -> None:
         with pytest.raises(TransactionStuck, match="commit stuck in send_offsets_to_transaction"):
-            await run.transaction.commit(staged(b"a"), 10)
+            await run.transaction.commit(staged(b"a"), {SOURCE: 10}, GROUP)
 
     asyncio.run(commit_while_blocked())
     # the caller had its answer while the producer's call could not return
@@ -374,8 +396,8 @@ def test_a_commit_whose_steps_each_keep_their_deadline_is_not_stuck_however_long
 
 
 def test_a_failed_transaction_never_claims_the_id_again(scenario):
-    # A zombie's transaction can fail without being fenced (a call timed out while it was paused); a new
-    # claim of the id would then fence the partition's new owner. Only an assignment claims it again.
+    # librdkafka may reuse a failed transaction's sequence numbers on the same producer: the next
+    # assignment claims the id again, on a new one.
     run = scenario()
     run.producer.in_flight = {0}
     with pytest.raises(TransactionFailed):
