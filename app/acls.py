@@ -96,7 +96,7 @@ def required(settings: Settings) -> list[Permission]:
     ]
     if s.exactly_once:
         wanted.append(Permission(ResourceType.TRANSACTIONAL_ID, f"{s.app_id}-", AclOperation.WRITE,
-                                 "one transactional producer per input partition", prefixed=True))
+                                 "each worker's transactional producers", prefixed=True))
     if s.exactly_once and s.profile == "production":
         wanted += [_topic(TRANSACTION_STATE_TOPIC, operation, "PROFILE=production checks its replication")
                    for operation in (AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS)]

@@ -427,8 +427,9 @@ class Consumer(ConsumerHooks):
         return bool(self.committable_offsets(self.assignment()))
 
     def _owns(self, tp: TP) -> bool:
-        # Under exactly-once only claimed partitions: a claim fences the previous owner,
-        # after which its committed offset is final.
+        # Under exactly-once only partitions of the current assignment, once the worker's id is
+        # claimed: the group refuses a previous owner's offsets from this generation on, and the
+        # stable read waits for any it sent before, so the committed offset read is final.
         return self.transactions.owns(tp) if self.in_transaction else True
 
     async def _committed_offsets(self, tps: list[TP]) -> Mapping[TP, Optional[int]]:

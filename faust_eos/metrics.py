@@ -5,24 +5,27 @@ Any app using ``eos://`` gets them; expose them the way the app exposes the rest
 """
 from prometheus_client import Counter, Histogram
 
-transactions_begun = Counter("faust_eos_transactions_begun_total", "Transactions begun (one per input partition and commit)")
+transactions_begun = Counter("faust_eos_transactions_begun_total", "Transactions begun (one per worker and commit round)")
 transactions_committed = Counter("faust_eos_transactions_committed_total", "Transactions committed")
 transactions_aborted = Counter("faust_eos_transactions_aborted_total", "Transactions aborted after a failed step")
 producers_fenced = Counter(
-    "faust_eos_producers_fenced_total", "Commits refused because another worker claimed the partition's transactional id"
+    "faust_eos_producers_fenced_total",
+    "Commits refused because another producer claimed the worker's transactional id "
+    "(another process on its data directory)",
 )
 partitions_given_up = Counter(
     "faust_eos_partitions_given_up_total",
-    "Input partitions given up because their commit did not go through; each asks the group to rebalance",
+    "Input partitions given up because their commit did not go through; "
+    "each round given up asks the group to rebalance",
 )
 input_partitions_committed = Counter(
     "faust_eos_input_partitions_committed_total",
-    "Input partitions whose offsets committed: one per transaction under exactly_once, "
+    "Input partitions whose offsets committed: each partition of a transaction that committed under exactly_once, "
     "one per partition of an offset commit the group accepted under at_least_once",
 )
 commit_duration = Histogram(
     "faust_eos_commit_duration_seconds",
-    "Duration of one partition's transaction: begin, produce, flush, send offsets, commit (failed ones included)",
+    "Duration of one transaction: begin, produce, flush, send offsets, commit (failed ones included)",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
 )
 #: the steps of a transaction, each a librdkafka call on the producer's thread (``produce``: handing
