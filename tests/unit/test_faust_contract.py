@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 from aiokafka import AIOKafkaConsumer
@@ -295,7 +295,9 @@ def test_the_consumer_thread_runs_calls_on_its_own_loop_and_thread():
     asyncio.run(scenario())
 
 
-def test_aiokafka_consumer_start_sets_a_group_coordinator_whose_request_rejoin_asks_for_a_rebalance():
+def coordinator_scenario(check: Callable[[GroupCoordinator], None]) -> None:
+    """Start an aiokafka consumer of a group without any broker, and ``check`` the coordinator its start set."""
+
     async def scenario() -> None:
         consumer = AIOKafkaConsumer(group_id="contract", bootstrap_servers="localhost:1")
         assert consumer._coordinator is None
@@ -306,38 +308,33 @@ def test_aiokafka_consumer_start_sets_a_group_coordinator_whose_request_rejoin_a
         consumer._client.bootstrap = bootstrap_without_broker
         await consumer.start()
         try:
-            coordinator = consumer._coordinator
-            assert isinstance(coordinator, GroupCoordinator)
-            assigned = SimpleNamespace(assignment=object())
-            assert coordinator.need_rejoin(assigned) is False
-            coordinator.request_rejoin()
-            assert coordinator.need_rejoin(assigned) is True
+            assert isinstance(consumer._coordinator, GroupCoordinator)
+            check(consumer._coordinator)
         finally:
             await consumer.stop()
 
     asyncio.run(scenario())
+
+
+def test_aiokafka_consumer_start_sets_a_group_coordinator_whose_request_rejoin_asks_for_a_rebalance():
+    def check(coordinator: GroupCoordinator) -> None:
+        assigned = SimpleNamespace(assignment=object())
+        assert coordinator.need_rejoin(assigned) is False
+        coordinator.request_rejoin()
+        assert coordinator.need_rejoin(assigned) is True
+
+    coordinator_scenario(check)
 
 
 def test_an_aiokafka_coordinator_outside_the_group_has_generation_minus_one_and_no_member_id():
     # the transaction manager commits nothing then: the broker takes offsets sent without a generation from anyone
-    async def scenario() -> None:
-        consumer = AIOKafkaConsumer(group_id="contract", bootstrap_servers="localhost:1")
+    def check(coordinator: GroupCoordinator) -> None:
+        assert (coordinator.generation, coordinator.member_id) == (-1, "")
+        coordinator.generation, coordinator.member_id = 5, "member-1"  # as a join sets them
+        coordinator.reset_generation()  # as the group's "unknown member" and "illegal generation" answers do
+        assert (coordinator.generation, coordinator.member_id) == (-1, "")
 
-        async def bootstrap_without_broker() -> None:
-            pass
-
-        consumer._client.bootstrap = bootstrap_without_broker
-        await consumer.start()
-        try:
-            coordinator = consumer._coordinator
-            assert (coordinator.generation, coordinator.member_id) == (-1, "")
-            coordinator.generation, coordinator.member_id = 5, "member-1"  # as a join sets them
-            coordinator.reset_generation()  # as the group's "unknown member" and "illegal generation" answers do
-            assert (coordinator.generation, coordinator.member_id) == (-1, "")
-        finally:
-            await consumer.stop()
-
-    asyncio.run(scenario())
+    coordinator_scenario(check)
 
 
 @pytest.mark.parametrize("processing_guarantee", ["exactly_once", "at_least_once"])
