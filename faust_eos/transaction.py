@@ -4,7 +4,9 @@ Each worker commits through one transactional producer, with the
 ``transactional.id`` ``<app>-worker-<worker id>`` (the worker id is kept in
 its data directory, :func:`faust_eos.outside.worker_id`). A worker restarted
 on its directory claims the same id, which aborts whatever its predecessor
-left open. A commit is one transaction, run start to finish on a worker thread::
+left open. Records sent outside any event commit the same way, without
+offsets, through a producer of their own (:mod:`faust_eos.outside`). A commit
+is one transaction, run start to finish on a worker thread::
 
     begin_transaction()
     list_topics(topic) for each topic this producer has not learnt yet
