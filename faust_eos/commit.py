@@ -43,7 +43,7 @@ from confluent_kafka import KafkaException
 from faust_eos import metrics
 from faust_eos.errors import LocalStateNotWritten
 from faust_eos.staging import SourceTP, StagedRecord, Staging, resolve
-from faust_eos.transaction import ProducerFenced, TransactionFailed, TransactionStuck
+from faust_eos.transaction import ProducerFenced, TransactionFailed, TransactionStuck, claimed
 
 log = logging.getLogger(__name__)
 
@@ -100,10 +100,9 @@ class WorkerCommits:
             return True
         producer = self._new_producer()
         try:
-            await producer.init()
+            await claimed(producer)
         except (KafkaException, TransactionStuck) as exc:
             log.warning("Could not claim %s: %s", producer.transactional_id, exc)
-            producer.close()
             return False
         self._producer = producer
         log.info("Claimed %s (aborted what an earlier producer of this worker left open)", producer.transactional_id)

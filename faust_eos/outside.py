@@ -35,7 +35,13 @@ from aiokafka.structs import RecordMetadata
 from confluent_kafka import KafkaException
 
 from faust_eos.staging import StagedRecord
-from faust_eos.transaction import TransactionalProducer, ProducerFenced, TransactionFailed, TransactionStuck
+from faust_eos.transaction import (
+    ProducerFenced,
+    TransactionalProducer,
+    TransactionFailed,
+    TransactionStuck,
+    claimed,
+)
 
 log = logging.getLogger(__name__)
 
@@ -120,13 +126,7 @@ class OutsideEventSends:
 
     async def _producer(self) -> TransactionalProducer:
         if self._transaction is None:
-            transaction = self._new_transaction()
-            try:
-                await transaction.init()
-            except BaseException:
-                transaction.close()
-                raise
-            self._transaction = transaction
+            transaction = self._transaction = await claimed(self._new_transaction())
             log.info("Claimed %s for records sent outside an event", transaction.transactional_id)
         return self._transaction
 

@@ -88,6 +88,16 @@ def group_metadata(group_id: str, generation: int, member_id: str) -> bytes:
             + b"\x01")
 
 
+async def claimed(producer: Any) -> Any:
+    """``producer`` (a :class:`TransactionalProducer`) once it holds its id; closed if the claim ends any other way."""
+    try:
+        await producer.init()
+    except BaseException:
+        producer.close()
+        raise
+    return producer
+
+
 class TransactionalProducer:
     """A transactional producer, driven from the event loop: its calls run on a thread of its own."""
 

@@ -141,6 +141,17 @@ def test_a_claim_that_fails_leaves_nothing_able_to_commit():
     assert round_.staged(A) == [] and round_.made[0].commits == [] and round_.rejoins == 1
 
 
+def test_a_claim_cancelled_midway_closes_its_producer():
+    class Cancelled(FakeTransaction):
+        async def init(self) -> None:
+            raise asyncio.CancelledError()
+
+    round_ = Round(Cancelled(), claim=False)
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(round_.commits.claim())
+    assert round_.made[0].closed
+
+
 def test_a_round_while_the_worker_is_out_of_the_group_commits_nothing_and_gives_everything_up():
     # the broker takes offsets sent without a generation from anyone: a zombie's would go through
     round_ = Round(member=None, owned=(A, B))
