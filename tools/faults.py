@@ -6,6 +6,8 @@ upstream duplicates and bad records, while a ``read_committed`` verifier reads
 the outputs the whole time, and injects faults at seeded random times:
 
 * ``kill``: SIGKILL a worker (no shutdown, no final commit), restart it;
+* ``lose``: SIGKILL a worker and never restart it; a replacement joins on a
+  data directory of its own (a machine lost, its worker rescheduled elsewhere);
 * ``zombie``: SIGSTOP a worker past its session timeout, let the group
   rebalance, SIGCONT it; its late commits must be fenced;
 * ``rebalance``: add a worker, later stop one cleanly;
@@ -52,7 +54,7 @@ from tools.observers import FollowerView, Verifier
 from tools.run import PipelineRun
 from tools.workers import Worker, wait_for
 
-FAULTS = ("kill", "zombie", "rebalance", "broker-kill", "broker-term")
+FAULTS = ("kill", "lose", "zombie", "rebalance", "broker-kill", "broker-term")
 RESUMED = re.compile(r"Resuming from committed offsets: (.*)")
 TP_TEXT = re.compile(r"(\S+)\[(\d+)\]=(\d+|None)")
 DROPPED = re.compile(r"Dropped (\d+) uncommitted records")
@@ -99,6 +101,8 @@ class Outcome:
     late_events: int = 0  # of the expected dead letters: events whose window had closed
     fenced_zombie_writes: int = 0
     recovery_s: list[float] = field(default_factory=list)
+    #: per lost worker: seconds from the loss until every input partition it owned committed again
+    recovery_after_loss_s: list[float] = field(default_factory=list)
     faults_done: list[str] = field(default_factory=list)
     verifier_records: int = 0
     checks: dict[str, bool] = field(default_factory=dict)
@@ -204,6 +208,20 @@ class FaultRun:
         else:
             self.outcome.notes.append(f"{worker.name} owned no partition when killed: no recovery time")
 
+    def _lose(self) -> None:
+        worker = self._live_worker()
+        partitions = _owned(worker)
+        before = self._committed(partitions) if partitions else {}
+        lost_at = time.monotonic()
+        worker.kill()
+        self.retired.append(worker)
+        self.run.add_worker()  # the replacement: nothing of the lost worker's, not its directory nor its id
+        if partitions:
+            self.outcome.recovery_after_loss_s.append(
+                round(self._time_to_progress(partitions, before, lost_at, every=True), 2))
+        else:
+            self.outcome.notes.append(f"{worker.name} owned no partition when lost: no recovery time")
+
     def _zombie(self) -> None:
         worker = self._live_worker()
         log_size = len(worker.log_text())
@@ -245,11 +263,12 @@ class FaultRun:
         committed = retrying(lambda: self.offsets_reader.committed([TopicPartition(t, p) for t, p in tps], timeout=30), 120)
         return {(tp.topic, tp.partition): tp.offset for tp in committed}
 
-    def _time_to_progress(self, tps: list[tuple[str, int]], before: dict, since: float) -> float:
-        """Seconds from ``since`` until a commit advances one of ``tps`` (or 120 s)."""
+    def _time_to_progress(self, tps: list[tuple[str, int]], before: dict, since: float, every: bool = False) -> float:
+        """Seconds from ``since`` until a commit advances one of ``tps``, or ``every`` one of them (or 120 s)."""
+        advanced = all if every else any
         while time.monotonic() - since < 120:
             now = self._committed(tps)
-            if any(now[tp] > before[tp] for tp in tps):
+            if advanced(now[tp] > before[tp] for tp in tps):
                 break
             time.sleep(0.25)
         return time.monotonic() - since
@@ -379,6 +398,9 @@ def summary(outcome: Outcome) -> str:
     ]
     if outcome.recovery_s:
         lines.append(f"  recovery after kill (s): {', '.join(f'{s:.1f}' for s in outcome.recovery_s)}")
+    if outcome.recovery_after_loss_s:
+        lines.append("  recovery after loss, every partition (s): "
+                     + ", ".join(f"{s:.1f}" for s in outcome.recovery_after_loss_s))
     if outcome.follow_differences:
         lines.append("  reconcile --follow found: "
                      + ", ".join(f"{kind} {n:,}" for kind, n in outcome.follow_differences.items()))
@@ -393,6 +415,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.faults", description=__doc__.splitlines()[0])
     parser.add_argument("--guarantee", choices=[*GUARANTEES, "both"], default="both")
     parser.add_argument("--kills", type=int, default=5)
+    parser.add_argument("--losses", type=int, default=1, help="workers killed and replaced, never restarted")
     parser.add_argument("--zombies", type=int, default=1)
     parser.add_argument("--rebalances", type=int, default=1)
     parser.add_argument("--broker-kills", type=int, default=1)
@@ -406,7 +429,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--json", dest="json_path", help="write the report here")
     args = parser.parse_args(argv)
     plan = Plan(
-        faults={"kill": args.kills, "zombie": args.zombies, "rebalance": args.rebalances,
+        faults={"kill": args.kills, "lose": args.losses, "zombie": args.zombies, "rebalance": args.rebalances,
                 "broker-kill": args.broker_kills, "broker-term": args.broker_terms},
         workers=args.workers, partitions=args.partitions, rate=args.rate, duration_s=args.duration, seed=args.seed,
         standby_replicas=args.standby_replicas,
