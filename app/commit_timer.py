@@ -4,8 +4,8 @@ Every commit round Faust runs (a timer commit, or the hand-over before a
 rebalance) is timed from start to end; rounds that committed nothing are left
 out. What counts is what really committed, as the eos:// consumer counts it
 (Faust records offsets as committed even when their commit failed): under
-``exactly_once`` the transactions that committed (one per input partition with
-new events, run in parallel, so the round's time is what a commit costs), under
+``exactly_once`` the input partitions the worker's transaction committed (one
+transaction per round, holding every partition with new events), under
 ``at_least_once`` the partitions of an offset commit the group accepted.
 """
 from __future__ import annotations

@@ -188,7 +188,7 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     yield ("An overhead is how much lower exactly_once's throughput is than at_least_once's (negative: "
            "exactly_once was faster). Both guarantees run the same code: every record an event sends, output or "
            "table write, is staged with it and produced at its commit through confluent-kafka, in one batch, on a "
-           "worker thread. exactly_once wraps each input partition's batch and offsets in a transaction; "
+           "worker thread. exactly_once wraps the batch and the input offsets in one transaction per worker; "
            "at_least_once produces the batch with an idempotent producer, waits for every acknowledgement, then "
            "commits the offsets to the group. So the overhead is what the transactions cost, and the split below "
            "separates it from what the commit interval costs both.")
@@ -230,9 +230,9 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
            "waits for two commits; under at_least_once too, as its records are produced at the commit, but "
            "without waiting for commit markers.")
     yield ("* **Commit latency**: the duration of each commit round the worker runs (timed by a Faust sensor, "
-           "`app/commit_timer.py`, read from `/commits/`); under exactly_once one round is one transaction per "
-           "input partition with new events, in parallel. *Partition commits/s* counts those transactions "
-           "(at_least_once: partition offsets committed).")
+           "`app/commit_timer.py`, read from `/commits/`); under exactly_once one round is the worker's one "
+           "transaction, holding every input partition with new events. *Partition commits/s* counts the input "
+           "partitions committed (at_least_once: partition offsets committed).")
     yield ("* **CPU** per 1,000 input records over both measured phases, from `/proc/<pid>/stat` of the workers "
            "and of the broker; **peak RSS** is the worker's `VmHWM`.")
     yield ("* **LSO lag**: high watermark − LSO of every `merchant-totals` partition, from `list_offsets` every "
