@@ -6,8 +6,9 @@ upstream duplicates and bad records, while a ``read_committed`` verifier reads
 the outputs the whole time, and injects faults at seeded random times:
 
 * ``kill``: SIGKILL a worker (no shutdown, no final commit), restart it;
-* ``lose``: SIGKILL a worker and never restart it; a replacement joins on a
-  data directory of its own (a machine lost, its worker rescheduled elsewhere);
+* ``lose``: SIGKILL a worker while its transaction is open, and never restart
+  it; a replacement joins on a data directory of its own (a machine lost, its
+  worker rescheduled elsewhere);
 * ``zombie``: SIGSTOP a worker past its session timeout, let the group
   rebalance, SIGCONT it; its late commits must be fenced;
 * ``rebalance``: add a worker, later stop one cleanly;
@@ -48,7 +49,10 @@ from app.reconcile import SENTINEL_HEADER
 import config
 from config import GUARANTEES, REPO_ROOT
 from faust_eos.offsets import retrying
+from faust_eos.outside import worker_id
+from faust_eos.transaction import worker_transactional_id
 from kafka_ops.offsets import READ_UNCOMMITTED, admin_end_offsets, read_offsets
+from kafka_ops.transactions import connect, describe_transactions
 from tools import broker
 from tools.observers import FollowerView, Verifier
 from tools.run import PipelineRun
@@ -58,6 +62,7 @@ FAULTS = ("kill", "lose", "zombie", "rebalance", "broker-kill", "broker-term")
 RESUMED = re.compile(r"Resuming from committed offsets: (.*)")
 TP_TEXT = re.compile(r"(\S+)\[(\d+)\]=(\d+|None)")
 DROPPED = re.compile(r"Dropped (\d+) uncommitted records")
+LOSE_ATTEMPTS = 200  # pauses to catch a worker to be lost inside its transaction
 FOLLOW_CHECK_S = 5.0  # reconcile --follow's rounds beside a run
 FOLLOW_CATCH_UP_S = 180.0  # bounds a hang on a shared machine; not a timing check
 
@@ -212,6 +217,9 @@ class FaultRun:
         worker = self._live_worker()
         partitions = _owned(worker)
         before = self._committed(partitions) if partitions else {}
+        if not self._pause_inside_transaction(worker):
+            self.outcome.notes.append(f"{worker.name} was lost outside a transaction: none was open in "
+                                      f"{LOSE_ATTEMPTS} pauses")
         lost_at = time.monotonic()
         worker.kill()
         self.retired.append(worker)
@@ -221,6 +229,26 @@ class FaultRun:
                 round(self._time_to_progress(partitions, before, lost_at, every=True), 2))
         else:
             self.outcome.notes.append(f"{worker.name} owned no partition when lost: no recovery time")
+
+    def _pause_inside_transaction(self, worker: Worker) -> bool:
+        """Pause ``worker`` (SIGSTOP) at a moment its transaction is open, the worst moment to lose it:
+        nobody ends that transaction but the broker, after ``transaction.timeout.ms``. False if
+        none was open at any of :data:`LOSE_ATTEMPTS` pauses (it is left paused at the last)."""
+        transactional_id = worker_transactional_id(self.settings.app_id, worker_id(Path(worker.env["DATA_DIR"])))
+        cluster, _ = connect(self.settings.kafka_client())
+        rng = random.Random(self.plan.seed)
+        try:
+            for _ in range(LOSE_ATTEMPTS):
+                worker.signal(signal.SIGSTOP)
+                described = describe_transactions(cluster, [transactional_id]).get(transactional_id)
+                if described is not None and described.state == "Ongoing":
+                    return True
+                worker.signal(signal.SIGCONT)
+                time.sleep(rng.uniform(0.0, 0.05))
+            worker.signal(signal.SIGSTOP)
+            return False
+        finally:
+            cluster.close()
 
     def _zombie(self) -> None:
         worker = self._live_worker()
