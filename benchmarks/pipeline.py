@@ -76,9 +76,8 @@ def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, 
     stock = guarantee == STOCK_FAUST
     name = f"bench-{guarantee[:3]}-{uuid.uuid4().hex[:6]}"
     run_dir = work_dir / name
-    timeout_ms = max(60_000, 3 * point.commit_interval_ms)
     run = PipelineRun(name, run_dir, guarantee="at_least_once" if stock else guarantee, COMMIT_INTERVAL_MS=str(point.commit_interval_ms),
-                      PARTITIONS=str(point.partitions), TRANSACTION_TIMEOUT_MS=str(timeout_ms))
+                      PARTITIONS=str(point.partitions))
     settings = run.settings
     watcher = OutputWatcher(settings, settings.totals_topic)
     sampler = LsoSampler(settings, settings.totals_topic, point.partitions)

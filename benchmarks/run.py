@@ -185,7 +185,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             "python": platform.python_version(),
             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "workload": asdict(workload),
-            "pipeline_settings": {"transaction_timeout_ms": "max(60000, 3 x commit interval)",
+            "pipeline_settings": {"transaction_timeout_ms": "the default (10 s, or 3 x the commit interval if longer)",
                                   "dedup_retention_days": settings.dedup_retention_days,
                                   "window_seconds": settings.window_seconds,
                                   "session_timeout_s": settings.session_timeout_s},

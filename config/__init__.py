@@ -122,6 +122,12 @@ def _read(env: Mapping[str, str], name: str, default: T, parse: Callable[[str], 
         raise ConfigError(f"{name}={raw!r} is not valid: {hint}") from None
 
 
+def _default_transaction_timeout_ms(commit_interval_ms: int) -> int:
+    """The layer's own default (``faust_eos.manager.default_transaction_timeout_ms``): 10 s, or three
+    commit intervals if longer."""
+    return max(10_000, 3 * commit_interval_ms)
+
+
 def _positive_int(raw: str) -> int:
     value = int(raw)
     if value <= 0:
@@ -184,6 +190,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         raise ConfigError(f"KAFKA_SECURITY_PROTOCOL={security.protocol} is not offered by the local broker: "
                           "use SASL_SSL or SSL (with BROKER_SECURED=true), or set KAFKA_BOOTSTRAP_SERVERS")
     window_seconds = _read(env, "WINDOW_SECONDS", 60, _positive_int, "seconds, e.g. 60")
+    commit_interval_ms = _read(env, "COMMIT_INTERVAL_MS", 100, _positive_int, "milliseconds, e.g. 100")
     settings = Settings(
         bootstrap_servers=external or f"localhost:{local_ports[security.protocol]}",
         use_local_broker=not external,
@@ -203,8 +210,9 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         processing_guarantee=_read(
             env, "PROCESSING_GUARANTEE", "exactly_once", _guarantee, "use exactly_once or at_least_once"
         ),
-        commit_interval_ms=_read(env, "COMMIT_INTERVAL_MS", 100, _positive_int, "milliseconds, e.g. 100"),
-        transaction_timeout_ms=_read(env, "TRANSACTION_TIMEOUT_MS", 60_000, _positive_int, "milliseconds, e.g. 60000"),
+        commit_interval_ms=commit_interval_ms,
+        transaction_timeout_ms=_read(env, "TRANSACTION_TIMEOUT_MS", _default_transaction_timeout_ms(commit_interval_ms),
+                                     _positive_int, "milliseconds, e.g. 10000"),
         max_uncommitted_records=_read(env, "MAX_UNCOMMITTED_RECORDS", 20_000, _positive_int, "a count of records, e.g. 20000"),
         partitions=_read(env, "PARTITIONS", 6, _positive_int, "a partition count, e.g. 6"),
         dedup_retention_days=_read(env, "DEDUP_RETENTION_DAYS", 7.0, _positive_float, "days, e.g. 7"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Optional, Set
@@ -48,7 +49,10 @@ from faust_eos.transaction import TransactionalProducer, group_metadata, worker_
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
+#: a transaction nobody ends is aborted by the broker after this long. A worker lost inside one (never
+#: restarted on its directory, so never claiming its id again) holds back every read_committed reader of
+#: the partitions it wrote, and the next owner of its input, until then: short, as Kafka Streams' 10 s
+DEFAULT_TRANSACTION_TIMEOUT_MS = 10_000
 DEFAULT_MAX_UNCOMMITTED_RECORDS = 20_000
 DEFAULT_FETCH_MAX_WAIT_MS = 20
 
@@ -65,7 +69,8 @@ class TransactionManager(FaustTransactionManager):
         self._committed: Optional[CommittedOffsets] = None
         self._ownership = asyncio.Lock()  # commits never overlap a change of owned partitions
         self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="eos-offsets")
-        self._transaction_timeout_ms = transaction_timeout_ms(self.app.conf.broker)
+        self._transaction_timeout_ms = transaction_timeout_ms(self.app.conf.broker,
+                                                             self.app.conf.broker_commit_interval)
         #: staged records at which a commit starts early, so memory stays bounded
         self._max_uncommitted = max_uncommitted_records(self.app.conf.broker)
         self.outside = OutsideEventSends(self._new_outside_transaction)
@@ -397,11 +402,19 @@ class TransactionManager(FaustTransactionManager):
         return await call
 
 
-def transaction_timeout_ms(broker_urls: Iterable[Any]) -> int:
+def transaction_timeout_ms(broker_urls: Iterable[Any], commit_interval_s: float) -> int:
     """``eos://...?transaction_timeout_ms=30000``: how long the broker lets one of this app's
-    transactions stay open before aborting it; at most the brokers' ``transaction.max.timeout.ms``."""
-    return _broker_url_option(broker_urls, "transaction_timeout_ms", DEFAULT_TRANSACTION_TIMEOUT_MS,
-                              "milliseconds, e.g. 60000")
+    transactions stay open before aborting it; at most the brokers' ``transaction.max.timeout.ms``.
+
+    Default: :data:`DEFAULT_TRANSACTION_TIMEOUT_MS`, or three commit intervals if that is longer.
+    """
+    return _broker_url_option(broker_urls, "transaction_timeout_ms",
+                              default_transaction_timeout_ms(commit_interval_s * 1000), "milliseconds, e.g. 10000")
+
+
+def default_transaction_timeout_ms(commit_interval_ms: float) -> int:
+    """The transaction timeout for this commit interval when none is set: 10 s, or three intervals if longer."""
+    return max(DEFAULT_TRANSACTION_TIMEOUT_MS, math.ceil(3 * commit_interval_ms))
 
 
 def max_uncommitted_records(broker_urls: Iterable[Any]) -> int:

@@ -9,7 +9,7 @@ def test_defaults_use_the_local_broker_with_exactly_once():
     assert s.use_local_broker is True
     assert s.bootstrap_servers == "localhost:9092"
     assert s.processing_guarantee == "exactly_once" and s.exactly_once
-    assert (s.partitions, s.commit_interval_ms, s.transaction_timeout_ms) == (6, 100, 60_000)
+    assert (s.partitions, s.commit_interval_ms, s.transaction_timeout_ms) == (6, 100, 10_000)
     assert s.max_uncommitted_records == 20_000
     assert (s.max_event_bytes, s.max_amount_cents, s.window_seconds) == (4096, 100_000_000, 60)
     assert s.input_topic == "payments" and s.dlq_topic == "payments-dlq"
@@ -66,7 +66,16 @@ def test_a_window_stays_open_one_window_length_past_its_end_unless_told_otherwis
 
 def test_commit_interval_too_close_to_transaction_timeout_is_rejected():
     with pytest.raises(ConfigError, match="COMMIT_INTERVAL_MS=30000.*TRANSACTION_TIMEOUT_MS=60000"):
-        load({"COMMIT_INTERVAL_MS": "30000"})
+        load({"COMMIT_INTERVAL_MS": "30000", "TRANSACTION_TIMEOUT_MS": "60000"})
+
+
+@pytest.mark.parametrize("interval_ms", [100, 1000, 3333, 3334, 30_000])
+def test_the_transaction_timeout_defaults_to_the_layers_own_default_for_the_commit_interval(interval_ms):
+    from faust_eos.manager import default_transaction_timeout_ms
+
+    expected = default_transaction_timeout_ms(interval_ms)
+    assert load({"COMMIT_INTERVAL_MS": str(interval_ms)}).transaction_timeout_ms == expected
+    assert expected == (10_000 if interval_ms <= 3333 else 3 * interval_ms)
 
 
 def test_commit_interval_of_a_third_of_the_transaction_timeout_is_allowed():

@@ -12,6 +12,7 @@ from faust_eos.manager import (
     DEFAULT_FETCH_MAX_WAIT_MS,
     DEFAULT_MAX_UNCOMMITTED_RECORDS,
     DEFAULT_TRANSACTION_TIMEOUT_MS,
+    default_transaction_timeout_ms,
     fetch_max_wait_ms,
     max_uncommitted_records,
     refuse_settings_that_bypass_transactions,
@@ -41,19 +42,24 @@ def broker_urls(url: str) -> list:
     return faust.App("x", broker=url).conf.broker
 
 
-def test_transaction_timeout_defaults_to_a_minute():
-    assert transaction_timeout_ms(broker_urls("eos://localhost:9092")) == DEFAULT_TRANSACTION_TIMEOUT_MS == 60_000
+def test_transaction_timeout_defaults_to_ten_seconds():
+    assert transaction_timeout_ms(broker_urls("eos://localhost:9092"), 2.8) == DEFAULT_TRANSACTION_TIMEOUT_MS == 10_000
+
+
+def test_transaction_timeout_defaults_to_three_commit_intervals_when_they_are_longer():
+    assert transaction_timeout_ms(broker_urls("eos://localhost:9092"), 5.0) == 15_000
+    assert default_transaction_timeout_ms(3333.5) == 10_001
 
 
 def test_transaction_timeout_is_read_from_the_broker_url():
-    assert transaction_timeout_ms(broker_urls("eos://localhost:9092?transaction_timeout_ms=30000")) == 30_000
-    assert transaction_timeout_ms(broker_urls("eos://h1:9092;h2:9092?transaction_timeout_ms=5000")) == 5_000
+    assert transaction_timeout_ms(broker_urls("eos://localhost:9092?transaction_timeout_ms=30000"), 2.8) == 30_000
+    assert transaction_timeout_ms(broker_urls("eos://h1:9092;h2:9092?transaction_timeout_ms=5000"), 2.8) == 5_000
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "1.5", "soon", ""])
 def test_a_bad_transaction_timeout_is_refused_with_its_value(value):
     with pytest.raises(ValueError, match="transaction_timeout_ms"):
-        transaction_timeout_ms(broker_urls(f"eos://localhost:9092?transaction_timeout_ms={value}"))
+        transaction_timeout_ms(broker_urls(f"eos://localhost:9092?transaction_timeout_ms={value}"), 2.8)
 
 
 def test_the_uncommitted_records_limit_defaults_to_twenty_thousand_and_is_read_from_the_broker_url():
