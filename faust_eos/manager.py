@@ -54,6 +54,9 @@ log = logging.getLogger(__name__)
 #: the partitions it wrote, and the next owner of its input, until then: short, as Kafka Streams' 10 s
 DEFAULT_TRANSACTION_TIMEOUT_MS = 10_000
 DEFAULT_MAX_UNCOMMITTED_RECORDS = 20_000
+#: how often a broker looks for transactions past their timeout to abort them (Kafka's default
+#: ``transaction.abort.timed.out.transaction.cleanup.interval.ms``), with a margin
+EXPIRED_TRANSACTIONS_CHECK_S = 15.0
 DEFAULT_FETCH_MAX_WAIT_MS = 20
 
 
@@ -364,9 +367,21 @@ class TransactionManager(FaustTransactionManager):
                 raise error
 
     async def restore_ends(self, tps: Iterable[TP]) -> dict[TP, int]:
-        """Per changelog partition, the offset just past its last committed record."""
+        """Per changelog partition, the offset just past its last committed record, once every transaction
+        open there has ended.
+
+        A transaction left open there by an owner that died inside it (or that is
+        paused) hides the records committed after it, by the owners that followed,
+        until it ends: within the transaction timeout, plus the broker's check for
+        expired transactions. Raises :class:`KafkaException` if one stays open longer.
+        """
         tps = list(tps)
-        return await self._in_thread(self._committed.restore_ends, tps) if tps else {}
+        if not tps:
+            return {}
+        within_s = min(self._transaction_timeout_ms / 1000 + EXPIRED_TRANSACTIONS_CHECK_S,
+                       self.app.conf.broker_request_timeout / 2)  # Faust's recovery waits that long at most
+        await self._in_thread(self._committed.wait_for_open_transactions, tps, within_s)
+        return await self._in_thread(self._committed.restore_ends, tps)
 
     # -- helpers ---------------------------------------------------------------
     def _new_transaction(self, txn_id: str) -> TransactionalProducer:

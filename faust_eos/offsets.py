@@ -11,7 +11,9 @@ A changelog written in transactions does not end with a record: the offsets
 just below its last stable offset hold commit markers (and maybe records of
 aborted transactions), which no ``read_committed`` reader receives. A restore
 is complete once it has applied the last committed record, so that is where
-:meth:`CommittedOffsets.restore_ends` says it ends.
+:meth:`CommittedOffsets.restore_ends` says it ends. Records committed after a
+transaction that is still open lie past the last stable offset until it ends:
+:meth:`CommittedOffsets.wait_for_open_transactions` waits for that first.
 
 Blocking: run it in a thread.
 """
@@ -171,22 +173,57 @@ class CommittedOffsets:
         """
         return {tp: bounds.end for tp, bounds in self.restore_bounds(tps, timeout_s).items()}
 
+    def wait_for_open_transactions(self, tps: Iterable[Any], within_s: float, timeout_s: float = 60.0) -> None:
+        """Wait until every transaction open on ``tps`` now has ended: until each one's last stable
+        offset reaches the high watermark it has now.
+
+        A record committed after a transaction that is still open lies past the
+        last stable offset, out of a ``read_committed`` reader's sight, until that
+        transaction ends; a restore that ended before would miss it. Raises
+        :class:`KafkaException` (``_TIMED_OUT``) naming the partitions still waited
+        for after ``within_s``.
+        """
+        keys = [(tp.topic, tp.partition) for tp in tps]
+        awaited = {key: high for key, (_, stable, high) in self._watermarks(keys, timeout_s).items() if high > stable}
+        if awaited:
+            log.info("Waiting up to %.0f s for the transactions open on %s to end: records committed after "
+                     "them are out of a restore's sight until then", within_s, _partitions_text(awaited))
+        deadline = time.monotonic() + within_s
+        while awaited:
+            if time.monotonic() >= deadline:
+                raise KafkaException(KafkaError(
+                    KafkaError._TIMED_OUT,
+                    f"transactions on {_partitions_text(awaited)} still open after {within_s:.0f} s; one that "
+                    "never ends (a hanging transaction) must be aborted: kafka-transactions.sh find-hanging"))
+            time.sleep(0.2)
+            now = self._watermarks(list(awaited), timeout_s)
+            awaited = {key: high for key, high in awaited.items() if now[key][1] < high}
+
+    def _watermarks(self, keys: list[tuple[str, int]], timeout_s: float) -> dict[tuple[str, int], tuple[int, int, int]]:
+        with self._in_use:
+            return retrying(lambda: self._read_watermarks(keys), timeout_s)
+
+    def _read_watermarks(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int, int]]:
+        """(log start offset, last stable offset, high watermark) of each (topic, partition)."""
+        marks = {}
+        for topic, number in keys:
+            self._raise_if_closing()
+            partition = TopicPartition(topic, number)
+            # the LSO first: a transaction settling in between then shows as pending, never the reverse
+            low, stable = self._consumer.get_watermark_offsets(partition, timeout=10, cached=False)
+            _, high = self._uncommitted.get_watermark_offsets(partition, timeout=10, cached=False)
+            marks[(topic, number)] = (low, stable, high)
+        return marks
+
     def restore_bounds(self, tps: Iterable[Any], timeout_s: float = 60.0) -> dict[Any, ChangelogBounds]:
         """For each of ``tps``: its :class:`ChangelogBounds`."""
         tps = list(tps)
 
         def ask() -> dict[tuple[str, int], ChangelogBounds]:
             deadline = time.monotonic() + timeout_s
-            watermarks: dict[tuple[str, int], tuple[int, int]] = {}  # (log start offset, LSO)
-            pending: dict[tuple[str, int], bool] = {}
-            for tp in tps:
-                self._raise_if_closing()
-                partition = TopicPartition(tp.topic, tp.partition)
-                # the LSO first: a transaction settling in between then shows as pending, never the reverse
-                low, stable = self._consumer.get_watermark_offsets(partition, timeout=10, cached=False)
-                _, high = self._uncommitted.get_watermark_offsets(partition, timeout=10, cached=False)
-                watermarks[(tp.topic, tp.partition)] = (low, stable)
-                pending[(tp.topic, tp.partition)] = high > stable
+            marks = self._read_watermarks([(tp.topic, tp.partition) for tp in tps])
+            watermarks = {key: (low, stable) for key, (low, stable, _) in marks.items()}
+            pending = {key: high > stable for key, (_, stable, high) in marks.items()}
             ends = {key: low for key, (low, _) in watermarks.items()}
             searching = {key for key, (low, stable) in watermarks.items() if stable > low}
             span = FIRST_SEARCH_SPAN

@@ -78,6 +78,7 @@ class Plan:
     duration_s: float = 60.0  # of the load
     seed: int = 1
     standby_replicas: int = 0  # STANDBY_REPLICAS of the workers
+    transaction_timeout_ms: Optional[int] = None  # TRANSACTION_TIMEOUT_MS of the workers; None: the default
 
     def schedule(self) -> list[tuple[float, str]]:
         """(seconds after the load starts, fault), spread over 10%..80% of the load."""
@@ -127,8 +128,9 @@ class FaultRun:
         self.plan = plan
         self.say = say
         name = f"faults-{guarantee.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
+        timeout = {} if plan.transaction_timeout_ms is None else {"TRANSACTION_TIMEOUT_MS": str(plan.transaction_timeout_ms)}
         self.run = PipelineRun(name, run_dir / name, guarantee=guarantee, PARTITIONS=str(plan.partitions),
-                               STANDBY_REPLICAS=str(plan.standby_replicas))
+                               STANDBY_REPLICAS=str(plan.standby_replicas), **timeout)
         self.settings = self.run.settings
         self.load_error: Optional[BaseException] = None
         self.outcome = Outcome(guarantee=guarantee, plan=asdict(plan))
@@ -454,13 +456,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--duration", type=float, default=120.0, help="seconds of load")
     parser.add_argument("--seed", type=int, default=1, help="same seed, same faults at the same times")
     parser.add_argument("--standby-replicas", type=int, default=0, help="standby copies of each table partition")
+    parser.add_argument("--transaction-timeout-ms", type=int, default=None,
+                        help="the workers' TRANSACTION_TIMEOUT_MS (default: theirs)")
     parser.add_argument("--json", dest="json_path", help="write the report here")
     args = parser.parse_args(argv)
     plan = Plan(
         faults={"kill": args.kills, "lose": args.losses, "zombie": args.zombies, "rebalance": args.rebalances,
                 "broker-kill": args.broker_kills, "broker-term": args.broker_terms},
         workers=args.workers, partitions=args.partitions, rate=args.rate, duration_s=args.duration, seed=args.seed,
-        standby_replicas=args.standby_replicas,
+        standby_replicas=args.standby_replicas, transaction_timeout_ms=args.transaction_timeout_ms,
     )
     settings = config.load()
     CLIENT_LOG.setLevel(logging.CRITICAL)  # the broker goes away on purpose: its clients' complaints are expected

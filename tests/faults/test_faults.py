@@ -27,6 +27,20 @@ def test_exactly_once_stays_exact_with_standby_replicas_taking_over(kafka, tmp_p
     assert outcome.exact, summary(outcome)
 
 
+def test_exactly_once_stays_exact_when_a_worker_lost_inside_its_transaction_hides_what_follows_it(kafka, tmp_path):
+    # With a minute of transaction timeout, the lost worker's transaction stays open through the
+    # rebalances that follow: what the partitions' next owners commit lies behind it, out of a
+    # restore's sight, until the broker aborts it. (Seed 12: the loss, then the rebalance.)
+    plan = Plan(faults={"lose": 1, "rebalance": 1}, seed=12, transaction_timeout_ms=60_000, **SHORT)
+    outcome = FaultRun(plan, "exactly_once", tmp_path).execute()
+
+    assert outcome.faults_done == ["lose", "rebalance"]
+    # lost inside its transaction, owning partitions
+    assert len(outcome.recovery_after_loss_s) == 1, summary(outcome)
+    assert not [note for note in outcome.notes if "outside a transaction" in note], summary(outcome)
+    assert outcome.exact, summary(outcome)
+
+
 def test_at_least_once_runs_the_same_faults_duplicating_but_never_losing(kafka, tmp_path):
     plan = Plan(faults={"kill": 2}, seed=9, **SHORT)
     outcome = FaultRun(plan, "at_least_once", tmp_path).execute()

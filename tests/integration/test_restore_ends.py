@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import NewTopic
 from faust.types import TP
 
@@ -98,3 +98,23 @@ def test_records_past_the_last_stable_offset_show_as_a_pending_transaction_until
     wait_for(lambda: not offsets.restore_bounds([TP(topic, 0)])[TP(topic, 0)].pending, timeout=30,
              what="the commit markers")
     assert offsets.restore_bounds([TP(topic, 0)]) == {TP(topic, 0): ChangelogBounds(0, 4, pending=False)}
+
+
+def test_a_transaction_left_open_hides_what_commits_after_it_until_it_ends_and_a_restore_waits_for_it(kafka, changelog):
+    topic, offsets = changelog
+    lost = transactional_producer(kafka, "lost")  # an owner lost inside its transaction
+    lost.begin_transaction()
+    lost.produce(topic, value=b"open", partition=0)  # offset 0
+    lost.flush(30)
+    next_owner = transactional_producer(kafka, "next-owner")
+    write(next_owner, topic, 0, 3, commit=True)  # offsets 1-3, marker at 4
+
+    assert offsets.restore_ends([TP(topic, 0)]) == {TP(topic, 0): 0}  # the committed records are out of sight
+    with pytest.raises(KafkaException, match=rf"transactions on {topic}\[0\] still open after 1 s") as raised:
+        offsets.wait_for_open_transactions([TP(topic, 0)], within_s=1)
+    assert raised.value.args[0].code() == KafkaError._TIMED_OUT
+
+    lost.abort_transaction(30)  # as the broker does once the transaction times out
+    offsets.wait_for_open_transactions([TP(topic, 0), TP(topic, 1)], within_s=60)
+
+    assert offsets.restore_ends([TP(topic, 0)]) == {TP(topic, 0): 4}
