@@ -218,11 +218,11 @@ class FaultRun:
     def _lose(self) -> None:
         worker = self._live_worker()
         partitions = _owned(worker)
-        before = self._committed(partitions) if partitions else {}
         if not self._pause_inside_transaction(worker):
             self.outcome.notes.append(f"{worker.name} was lost outside a transaction: none was open in "
                                       f"{LOSE_ATTEMPTS} pauses")
         lost_at = time.monotonic()
+        before = self._committed(partitions) if partitions else {}  # paused: it commits nothing more
         worker.kill()
         self.retired.append(worker)
         self.run.add_worker()  # the replacement: nothing of the lost worker's, not its directory nor its id
