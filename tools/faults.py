@@ -52,7 +52,8 @@ from faust_eos.offsets import retrying
 from faust_eos.outside import worker_id
 from faust_eos.transaction import worker_transactional_id
 from kafka_ops.offsets import READ_UNCOMMITTED, admin_end_offsets, read_offsets
-from kafka_ops.transactions import connect, describe_transactions
+from kafka_ops.transactions import describe_transactions
+from kafka_ops.wire_security import cluster as wire_cluster
 from tools import broker
 from tools.observers import FollowerView, Verifier
 from tools.run import PipelineRun
@@ -237,7 +238,7 @@ class FaultRun:
         nobody ends that transaction but the broker, after ``transaction.timeout.ms``. False if
         none was open at any of :data:`LOSE_ATTEMPTS` pauses (it is left paused at the last)."""
         transactional_id = worker_transactional_id(self.settings.app_id, worker_id(Path(worker.env["DATA_DIR"])))
-        cluster, _ = connect(self.settings.kafka_client())
+        cluster = wire_cluster(self.settings.kafka_client())
         rng = random.Random(self.plan.seed)
         try:
             for _ in range(LOSE_ATTEMPTS):
