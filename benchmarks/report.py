@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Optional
 
+from benchmarks import stats
 from benchmarks.plots import write_plots
 from benchmarks.sections import figure, long_transaction_section, profile_section, sanity_section
 from benchmarks.summary import (
@@ -92,6 +93,7 @@ def headline(summary: dict, references: dict, latency_rate: Optional[float] = No
         lines.append(f"* **{point_label(key)}**: overhead {_pct(entry['throughput_overhead_pct'])}, p50 latency "
                      f"{_signed(entry['latency_p50_added_ms']['median'])} ms.")
     lines.extend(_scaling(summary))
+    lines.extend(_marginal_drain(summary, base))
     lines.extend(_memory(summary, base))
     if base and base.record_bytes in references:
         ref = references[base.record_bytes]
@@ -126,6 +128,34 @@ def _scaling(summary: dict) -> list[str]:
             parts.append(f"{g} {figure(many)} vs {figure(one)} events/s ({figure(ratio(many, one), 2)}×)")
         lines.append(f"* **{key.workers} workers vs 1** ({point_label(key)}): " + "; ".join(parts) + ".")
     return lines
+
+
+def _marginal_drain(summary: dict, base: Optional[PointKey]) -> list[str]:
+    """The rate each further event of backlog drains at, and the time every drain takes, from the first
+    point's smallest backlog and the largest run beside it (:func:`benchmarks.stats.marginal_drain_rate`)."""
+    larger = [k for k in summary if base and k[1:4] == base[1:4] and k.backlog > base.backlog]
+    if not larger:
+        return []
+    large = max(larger, key=lambda k: k.backlog)
+    small = large._replace(backlog=base.backlog)
+    if small not in summary:
+        return []
+    parts = []
+    for g in GUARANTEES:
+        small_run, large_run = summary[small][g], summary[large][g]
+        found = stats.marginal_drain_rate(
+            (small_run["drained_events"]["median"] or 0, small_run["drain_s"]["median"] or 0),
+            (large_run["drained_events"]["median"] or 0, large_run["drain_s"]["median"] or 0))
+        if found is not None:
+            parts.append(f"{g} {figure(found[0])} events/s plus {figure(found[1], 1)} s")
+    if not parts:
+        return []
+    return [f"* **Marginal drain rate** ({point_label(small).rsplit(', ', 1)[0]}): " + "; ".join(parts)
+            + f": the rate each further event of backlog drains at, and the time every drain takes whatever "
+              f"its size (the phase's start, and the commits its last updates wait for), from the median drain "
+              f"times of the {small.backlog:,}- and {large.backlog:,}-record backlogs (whole drains, no window of "
+              f"one). A drain's last updates become visible at a commit, so its time is known to about one commit "
+              f"interval."]
 
 
 def _memory(summary: dict, base: Optional[PointKey]) -> list[str]:

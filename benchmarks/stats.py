@@ -43,6 +43,21 @@ def drain_rate(times: Sequence[float], started: float) -> Optional[float]:
     return len(times) / (max(times) - started)
 
 
+def marginal_drain_rate(small: tuple[float, float], large: tuple[float, float]) -> Optional[tuple[float, float]]:
+    """From two backlogs' (events, seconds to drain): the rate each further event drains at, and the time
+    the drain takes whatever its size (the start of the phase, and the commits an event's updates wait for
+    after it is processed); None unless the larger backlog took longer.
+
+    Drain times taken as ``fixed + events / rate``: no window of a drain is timed, so a burst of
+    completions cannot pass for a rate, and the fixed part no longer lowers the rate of a short drain.
+    """
+    (events_small, seconds_small), (events_large, seconds_large) = small, large
+    if events_large <= events_small or seconds_large <= seconds_small:
+        return None
+    rate = (events_large - events_small) / (seconds_large - seconds_small)
+    return rate, seconds_small - events_small / rate
+
+
 def overhead_pct(baseline: Optional[float], other: Optional[float]) -> Optional[float]:
     """How much lower ``other`` is than ``baseline``, in percent (negative: higher)."""
     if not baseline or other is None:

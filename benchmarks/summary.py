@@ -79,6 +79,9 @@ def summarise(results: dict) -> dict:
     for key, runs in sorted(by_point.items()):
         entry: dict[str, Any] = {g: {m: stats.spread([get(r, m) for r in runs.get(g, [])]) for m in metrics}
                                  for g in GUARANTEES}
+        for g in GUARANTEES:  # how long each drain took: its events over its rate
+            entry[g]["drain_s"] = stats.spread([_drain_seconds(r) for r in runs.get(g, [])])
+            entry[g]["drained_events"] = stats.spread([get(r, "throughput.events") for r in runs.get(g, [])])
         pairs = _pairs(runs)
         entry["throughput_overhead_pct"] = stats.spread(
             [stats.overhead_pct(get(a, THROUGHPUT), get(e, THROUGHPUT)) for a, e in pairs])
@@ -99,6 +102,11 @@ def summarise(results: dict) -> dict:
             entry["stock_faust"]["counts_match"] = all(r["counts"]["match"] for r in stock)
         summary[key] = entry
     return summary
+
+
+def _drain_seconds(result: dict) -> Optional[float]:
+    rate, events = get(result, THROUGHPUT), get(result, "throughput.events")
+    return events / rate if rate and events else None
 
 
 def _pairs(runs: dict[str, list[dict]]) -> list[tuple[dict, dict]]:

@@ -41,6 +41,17 @@ def test_drain_rate_needs_completions_after_the_start():
     assert stats.drain_rate([1.0, 2.0], started=2.0) is None
 
 
+def test_marginal_drain_rate_separates_the_rate_of_each_further_event_from_the_time_every_drain_takes():
+    # 2 s whatever the size, then 10,000 events/s
+    rate, fixed = stats.marginal_drain_rate((50_000, 2 + 5.0), (200_000, 2 + 20.0))
+    assert rate == pytest.approx(10_000) and fixed == pytest.approx(2)
+
+
+def test_marginal_drain_rate_needs_a_larger_backlog_that_took_longer():
+    assert stats.marginal_drain_rate((50_000, 5.0), (200_000, 5.0)) is None
+    assert stats.marginal_drain_rate((50_000, 5.0), (50_000, 6.0)) is None
+
+
 def test_overhead_is_positive_when_slower():
     assert stats.overhead_pct(200, 150) == 25
     assert stats.overhead_pct(100, 110) == pytest.approx(-10)
@@ -96,3 +107,22 @@ def test_results_recorded_before_points_had_a_backlog_take_the_workloads():
 def test_bad_flags_are_refused(bad):
     with pytest.raises(SystemExit):
         parse_args(bad)
+
+
+def test_the_report_takes_the_marginal_drain_rate_from_the_backlogs_run_at_one_commit_interval():
+    from benchmarks.report import _marginal_drain
+    from benchmarks.summary import PointKey, interval_sweep
+
+    def drained(events: float, seconds: float) -> dict:
+        run = {"drained_events": {"median": events}, "drain_s": {"median": seconds}}
+        return {"at_least_once": run, "exactly_once": run}
+
+    summary = {  # the larger backlog ran at the first point (1 s) alone; the sweep also has 100 ms
+        PointKey(100, 0, 6, 1, 50_000): drained(46_000, 30.0),
+        PointKey(1000, 0, 6, 1, 50_000): drained(46_000, 2 + 4.6),
+        PointKey(1000, 0, 6, 1, 200_000): drained(186_000, 2 + 18.6),
+    }
+    base, _ = interval_sweep(summary)
+    [line] = _marginal_drain(summary, base)
+    assert "(1 s, ~130 B, 6 p, 1 w)" in line
+    assert "exactly_once 10,000 events/s plus 2.0 s" in line
