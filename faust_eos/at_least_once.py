@@ -55,13 +55,13 @@ from faust_eos.produce import CallThread, Deliveries, release, send_all
 from faust_eos.staging import (
     UNBOUND,
     CommitFuture,
+    OutputStager,
     SourceTP,
     StagedRecord,
     Staging,
     future_resolver,
-    nothing,
+    output_stager,
     resolve,
-    stage_output,
     staged_record,
 )
 from faust_eos.table_state import TableState
@@ -192,17 +192,12 @@ class HeldSends:
         self.stage(topic, key, value, partition, timestamp, headers, future.set_result)
         return future
 
-    def send_in_event(self, path: Any, topic: str, key: Optional[bytes], value: Optional[bytes],
-                      partition: Optional[int], timestamp: Optional[float], headers: Any, *,
-                      on_committed: Callable[[RecordMetadata], None] = nothing,
-                      metadata_wanted: bool = False) -> CommitFuture:
-        """Hold an output record sent by the event of ``path`` (an :class:`~faust_eos.event_path.EventPath`);
-        the future resolves once it is acknowledged, at the commit (:func:`faust_eos.staging.stage_output`)."""
+    def output_stager(self, topic: str) -> OutputStager:
+        """What holds the output records events send to ``topic``; each one's future resolves once it is
+        acknowledged, at the commit (:func:`faust_eos.staging.output_stager`). A table's changelog is refused."""
         if topic in self.tables.changelog_topics:
             raise SendNotCommittable(f"a record sent to {topic!r}, a table's changelog: write to the table instead")
-        return stage_output(self.staging, path, topic, key, value, partition, timestamp, headers,
-                            loop=asyncio.get_running_loop(), on_committed=on_committed,
-                            metadata_wanted=metadata_wanted)
+        return output_stager(self.staging, topic, asyncio.get_running_loop())
 
     def stage_future_message(self, fut: FutureMessage) -> None:
         """Hold a record from ``Topic.send_soon`` (e.g. a table changelog write)."""

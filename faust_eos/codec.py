@@ -74,6 +74,24 @@ class Codecs:
         encode = self._encoders.get(("value", typ, serializer, type(value)))
         return encode(value) if encode is not None else self._learn_encoder("value", typ, serializer, value)
 
+    def encoder(self, part: str, typ: Any, serializer: Any = None) -> Encoder:
+        """What encodes keys (``part`` "key") or values of this type and serializer as :meth:`dumps_key` or
+        :meth:`dumps_value` do, its way per class of value looked up once (for encoding many)."""
+        dumps = self.dumps_key if part == "key" else self.dumps_value
+        learnt: dict[type, Encoder] = {}
+
+        def encode(value: Any) -> Optional[bytes]:
+            found = learnt.get(type(value))
+            if found is not None:
+                return found(value)
+            raw = dumps(typ, value, serializer)
+            found = self._encoders.get((part, typ, serializer, type(value)))
+            if found is not None:
+                learnt[type(value)] = found
+            return raw
+
+        return encode
+
     def _learn_encoder(self, part: str, typ: Any, serializer: Any, value: Any) -> Optional[bytes]:
         faust_dumps = getattr(self._registry, f"dumps_{part}")
 

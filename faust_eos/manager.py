@@ -37,11 +37,11 @@ from faust_eos.security import librdkafka_client
 from faust_eos.staging import (
     UNBOUND,
     CommitFuture,
+    OutputStager,
     SourceTP,
     Staging,
     future_resolver,
-    nothing,
-    stage_output,
+    output_stager,
     staged_record,
 )
 from faust_eos.table_state import TableState
@@ -116,18 +116,13 @@ class TransactionManager(FaustTransactionManager):
         self.stage(topic, key, value, partition, timestamp, headers, future.set_result)
         return future
 
-    def send_in_event(self, path: Any, topic: str, key: Optional[bytes], value: Optional[bytes],
-                      partition: Optional[int], timestamp: Optional[float], headers: Any, *,
-                      on_committed: Callable[[RecordMetadata], None] = nothing,
-                      metadata_wanted: bool = False) -> CommitFuture:
-        """Stage an output record sent by the event of ``path`` (an :class:`~faust_eos.event_path.EventPath`);
-        the future resolves when its transaction commits (:func:`faust_eos.staging.stage_output`)."""
+    def output_stager(self, topic: str) -> OutputStager:
+        """What stages the output records events send to ``topic``; each one's future resolves when its
+        transaction commits (:func:`faust_eos.staging.output_stager`). A table's changelog is refused."""
         if topic in self._changelog_topics:
             raise SendNotCommittable(f"a record sent to {topic!r}, a table's changelog: write to the table instead")
-        if topic not in self._topics_seen:
-            self._note_topic(topic)
-        return stage_output(self.staging, path, topic, key, value, partition, timestamp, headers, loop=self.loop,
-                            on_committed=on_committed, metadata_wanted=metadata_wanted)
+        self._note_topic(topic)
+        return output_stager(self.staging, topic, self.loop)
 
     async def send_and_wait(
         self,

@@ -133,22 +133,29 @@ def resolve(sent: Sequence[StagedRecord], metadata: Sequence[RecordMetadata]) ->
             record.future.set_result(md)
 
 
-def stage_output(staging: Staging, path: Any, topic: str, key: Optional[bytes], value: Optional[bytes],
-                 partition: Optional[int], timestamp: Optional[float], headers: Any, *,
-                 loop: asyncio.AbstractEventLoop, on_committed: Callable[[RecordMetadata], None] = nothing,
-                 metadata_wanted: bool = False) -> "CommitFuture":
-    """Stage an output record sent by the event of ``path`` (an :class:`~faust_eos.event_path.EventPath`);
-    the returned future resolves once it commits."""
-    future = CommitFuture(loop=loop)
-    future.sent_in = path.event
-    if headers or timestamp is not None:
-        record = staged_record(topic, key, value, partition, timestamp, headers, path.offset, on_committed,
-                               metadata_wanted, future)
-    else:  # the common send, built directly: this runs for every record an agent sends
-        record = StagedRecord(topic, key, value, partition, None, None, path.offset, on_committed, metadata_wanted,
-                              future)
-    staging.add_at(path.source, record)
-    return future
+#: stages an output record sent inside an event (:func:`output_stager`): ``(path, key, value, partition,
+#: timestamp, headers, on_committed, metadata_wanted)``, returning the future of the record's commit
+OutputStager = Callable[..., "CommitFuture"]
+
+
+def output_stager(staging: Staging, topic: str, loop: asyncio.AbstractEventLoop) -> OutputStager:
+    """What stages the output records that events send to ``topic``: each with the input partition and offset
+    of its event's ``path`` (an :class:`~faust_eos.event_path.EventPath`); its future resolves once the record
+    commits. Built once per topic, as it runs for every record an agent sends."""
+    add = staging.add_at
+
+    def stage(path: Any, key: Optional[bytes], value: Optional[bytes], partition: Optional[int],
+              timestamp: Optional[float], headers: Any = None, on_committed: Callable[[RecordMetadata], None] = nothing,
+              metadata_wanted: bool = False) -> CommitFuture:
+        future = CommitFuture(loop=loop)
+        future.sent_in = path.event
+        if headers:
+            headers = list(headers.items()) if isinstance(headers, Mapping) else headers
+        add(path.source, StagedRecord(topic, key, value, partition, int(timestamp * 1000) if timestamp else None,
+                                      headers or None, path.offset, on_committed, metadata_wanted, future))
+        return future
+
+    return stage
 
 
 def staged_record(topic: str, key: Optional[bytes], value: Optional[bytes], partition: Optional[int],

@@ -27,7 +27,8 @@ from faust.types import CodecArg, HeadersArg, RecordMetadata, SchemaT
 from faust.types.tuples import MessageSentCallback, PendingMessage
 
 from faust_eos.batches import Batches
-from faust_eos.codec import codecs_of
+from faust_eos.codec import Codecs, codecs_of
+from faust_eos.event_path import EventPath
 from faust_eos.faust_internals import TopicHooks
 
 
@@ -65,8 +66,17 @@ class Topic(TopicHooks):
         """Send as Faust does; with no ``callback``, staged directly where the record commits."""
         app = self.app
         path = app.consumer.event_paths.current() if callback is None and app.in_worker else None
-        staging = path.staging if path is not None else (
-            app.consumer.staging_for_sends() if callback is None and app.in_worker else None)
+        if path is not None:
+            if (headers is None and schema is None and key_serializer is None and value_serializer is None
+                    and not path.sensors_read_records):
+                plain = self.__dict__.get("_plain_sends")
+                if plain is None or plain.staging is not path.staging or plain.sensors != path.send_sensors:
+                    plain = self.__dict__["_plain_sends"] = PlainSends(self, path)
+                if plain.send is not None:
+                    return plain.send(path, key, value, partition, timestamp)
+            staging = path.staging
+        else:
+            staging = app.consumer.staging_for_sends() if callback is None and app.in_worker else None
         if staging is None:
             return await super().send(key=key, value=value, partition=partition, timestamp=timestamp,
                                       headers=headers, schema=schema, key_serializer=key_serializer,
@@ -76,27 +86,23 @@ class Topic(TopicHooks):
         if path is None:  # outside events under exactly-once: the worker's own transactions
             return await self._send_outside_events(staging, topic, raw_key, raw_value, partition, timestamp,
                                                    open_headers, key_serializer, value_serializer)
+        stage = staging.output_stager(topic)
         if not path.send_sensors:
-            return staging.send_in_event(path, topic, raw_key, raw_value, partition, timestamp, open_headers)
+            return stage(path, raw_key, raw_value, partition, timestamp, open_headers)
         message = PendingMessage(self, raw_key, raw_value, key_serializer=key_serializer,
                                  value_serializer=value_serializer, partition=partition, timestamp=timestamp,
                                  headers=open_headers, callback=None, topic=topic,
                                  offset=None) if path.sensors_read_records else None
-        keysize, valsize = len(raw_key) if raw_key else 0, len(raw_value) if raw_value else 0
-        sensors = path.send_sensors
-        if len(sensors) == 1:  # most often Faust's own monitor alone
-            sensor = sensors[0]
-            completed: Callable[[RecordMetadata], None] = partial(
-                sensor.on_send_completed, staging, sensor.on_send_initiated(staging, topic, message, keysize, valsize))
-        else:
-            states = [(sensor, sensor.on_send_initiated(staging, topic, message, keysize, valsize)) for sensor in sensors]
+        completed = sensed_send(path.send_sensors, staging, topic, message, raw_key, raw_value)
+        return stage(path, raw_key, raw_value, partition, timestamp, open_headers, completed,
+                     path.sensors_read_records)
 
-            def completed(metadata: RecordMetadata) -> None:
-                for sensor, state in states:
-                    sensor.on_send_completed(staging, state, metadata)
-
-        return staging.send_in_event(path, topic, raw_key, raw_value, partition, timestamp, open_headers,
-                                     on_committed=completed, metadata_wanted=path.sensors_read_records)
+    def codecs(self) -> Codecs:
+        """The app's codecs (:class:`faust_eos.codec.Codecs`), looked up once."""
+        codecs = self.__dict__.get("_codecs")
+        if codecs is None:
+            codecs = self.__dict__["_codecs"] = codecs_of(self.app)
+        return codecs
 
     async def _send_outside_events(self, staging: Any, topic: str, raw_key: Any, raw_value: Any,
                                    partition: Optional[int], timestamp: Optional[float], headers: Any,
@@ -122,9 +128,7 @@ class Topic(TopicHooks):
             raw_key, open_headers = self.prepare_key(key, key_serializer, schema, open_headers)
             raw_value, open_headers = self.prepare_value(value, value_serializer, schema, open_headers)
             return raw_key, raw_value, open_headers
-        codecs = self.__dict__.get("_codecs")
-        if codecs is None:
-            codecs = self.__dict__["_codecs"] = codecs_of(self.app)
+        codecs = self.codecs()
         raw_key = None if key is None else codecs.dumps_key(schema.key_type, key, key_serializer or schema.key_serializer)
         raw_value = codecs.dumps_value(schema.value_type, value, value_serializer or schema.value_serializer)
         return raw_key, raw_value, open_headers
@@ -143,6 +147,63 @@ def _encodes_as_faust_schema(schema: Any) -> bool:
 
 
 _PLAIN_SCHEMAS: dict[type, bool] = {}
+
+
+class PlainSends:
+    """This topic's sends inside events with nothing but a key, a value, a partition and a timestamp, the
+    common case: their topic name, encoding, staging and sensors are worked out once here, not per send.
+
+    Kept by the topic while the events it sends in stage into the same place with the same sensors;
+    ``send`` is None where such sends take the general path (a schema that encodes its own way).
+    """
+
+    def __init__(self, topic: Topic, path: EventPath) -> None:
+        self.staging = path.staging
+        self.sensors = path.send_sensors
+        self.send: Optional[Callable[..., Awaitable[RecordMetadata]]] = None
+        schema = topic.schema
+        if not _encodes_as_faust_schema(schema):
+            return
+        name = topic.get_topic_name()
+        stage = self.staging.output_stager(name)
+        codecs = topic.codecs()
+        encode_key = codecs.encoder("key", schema.key_type, schema.key_serializer)
+        encode_value = codecs.encoder("value", schema.value_type, schema.value_serializer)
+        staging, sensors = self.staging, self.sensors
+        monitor = sensors[0] if len(sensors) == 1 else None  # most often Faust's own monitor alone
+
+        def send(path: EventPath, key: Any, value: Any, partition: Optional[int],
+                 timestamp: Optional[float]) -> Awaitable[RecordMetadata]:
+            raw_key = None if key is None else encode_key(key)
+            raw_value = encode_value(value)
+            if monitor is not None:
+                state = monitor.on_send_initiated(staging, name, None, len(raw_key) if raw_key else 0,
+                                                  len(raw_value) if raw_value else 0)
+                return stage(path, raw_key, raw_value, partition, timestamp, None,
+                             partial(monitor.on_send_completed, staging, state))
+            if not sensors:
+                return stage(path, raw_key, raw_value, partition, timestamp)
+            return stage(path, raw_key, raw_value, partition, timestamp, None,
+                         sensed_send(sensors, staging, name, None, raw_key, raw_value))
+
+        self.send = send
+
+
+def sensed_send(sensors: tuple, producer: Any, topic: str, message: Optional[PendingMessage], raw_key: Any,
+                raw_value: Any) -> Callable[[RecordMetadata], None]:
+    """Tell ``sensors`` a send is initiated, as Faust's topic does; what tells them it completed."""
+    keysize, valsize = len(raw_key) if raw_key else 0, len(raw_value) if raw_value else 0
+    if len(sensors) == 1:  # most often Faust's own monitor alone
+        sensor = sensors[0]
+        return partial(sensor.on_send_completed, producer,
+                       sensor.on_send_initiated(producer, topic, message, keysize, valsize))
+    states = [(sensor, sensor.on_send_initiated(producer, topic, message, keysize, valsize)) for sensor in sensors]
+
+    def completed(metadata: RecordMetadata) -> None:
+        for sensor, state in states:
+            sensor.on_send_completed(producer, state, metadata)
+
+    return completed
 
 
 def _report(sensors: Any, producer: Any, state: Any, done: Any) -> None:

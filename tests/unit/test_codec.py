@@ -151,6 +151,14 @@ def test_one_loader_decodes_many_values_of_one_type(app):
     assert [load(raw) for raw in raws] == [Total(f"m{i}", i, i / 2, i % 2 == 0) for i in range(5)]
 
 
+def test_one_encoder_encodes_values_of_every_class_as_the_registry_does(app):
+    encode_value, encode_key = codecs_of(app).encoder("value", None), codecs_of(app).encoder("key", None)
+    mixed = [TOTAL, "text", 7, TOTAL, b"bytes", 2.5, "text", True, Total("m2", 1, 0.5, True)]
+    for _ in range(2):  # once learnt against Faust's answer, then the way learnt
+        assert [encode_value(v) for v in mixed] == [app.serializers.dumps_value(None, v) for v in mixed]
+        assert [encode_key(k) for k in ("m1", b"m1", None)] == [app.serializers.dumps_key(None, k) for k in ("m1", b"m1", None)]
+
+
 def test_an_app_has_one_codecs(app):
     assert codecs_of(app) is codecs_of(app)
     assert codecs_of(app) is not codecs_of(faust.App("another"))
@@ -174,6 +182,11 @@ def test_an_encoding_that_differs_from_the_registry_s_is_given_up_for_the_regist
     assert codecs.dumps_value(None, 7, None) == b"mine:7"
     assert codecs.dumps_value(None, 8, None) == b"mine:8"
     assert "using Faust's" in caplog.text
+
+
+def test_an_encoder_whose_fast_way_was_given_up_encodes_as_the_registry_does():
+    encode = codec.Codecs(MisleadingRegistry()).encoder("value", None)
+    assert [encode(7), encode(8)] == [b"mine:7", b"mine:8"]
 
 
 def test_a_decoding_that_differs_from_the_registry_s_is_given_up_for_the_registry_s(caplog):

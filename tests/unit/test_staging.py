@@ -88,14 +88,14 @@ def test_a_send_s_offset_is_asked_for_only_once_its_future_is_awaited_or_given_a
     import asyncio
     from types import SimpleNamespace
 
-    from faust_eos.staging import OFFSET_NOT_ASKED, stage_output
+    from faust_eos.staging import OFFSET_NOT_ASKED, output_stager
 
     async def scenario() -> None:
         staging = Staging()
         path = SimpleNamespace(event=object(), source=TP0, offset=5)
         loop = asyncio.get_running_loop()
-        unread, awaited, called_back = (stage_output(staging, path, "out", b"k", v, None, None, None, loop=loop)
-                                        for v in (b"1", b"2", b"3"))
+        stage = output_stager(staging, "out", loop)
+        unread, awaited, called_back = (stage(path, b"k", v, None, None) for v in (b"1", b"2", b"3"))
         async def wait() -> None:
             await awaited
 

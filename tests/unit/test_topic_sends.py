@@ -9,6 +9,7 @@ import asyncio
 from typing import Any
 
 import faust
+import pytest
 from aiokafka.structs import RecordMetadata
 from faust.types import TP
 
@@ -78,6 +79,55 @@ def test_under_at_least_once_a_send_inside_an_event_is_held_with_it_and_outside_
             assert app.consumer.staging_for_sends() is None  # outside any event: sent at once, Faust's way
         finally:
             held.close()
+
+    asyncio.run(scenario())
+
+
+def test_plain_sends_of_one_topic_from_different_events_each_go_with_their_own_event_and_faust_s_monitor_counts_them():
+    async def scenario() -> None:
+        app = worker_app(Topic=faust_eos.Topic)
+        monitor = faust.Monitor()
+        app.sensors.add(monitor)
+        transactions = app.consumer.transactions
+        await transactions.start()
+        try:
+            topic = app.topic("totals", key_type=str, value_type=Total)
+            with inside_event(offset=7, partition=2):
+                first = await topic.send(key="m1", value=Total("m1", 5), timestamp=1.5)
+            with inside_event(offset=3, partition=1):
+                second = await topic.send(key="m2", value=Total("m2", 6), partition=0)
+            [from_first] = transactions.staging.take(SourceTP("payments", 2), up_to_offset=8)
+            [from_second] = transactions.staging.take(SourceTP("payments", 1), up_to_offset=4)
+            expected = faust.Topic(app, topics=["totals"], key_type=str, value_type=Total).as_future_message(
+                key="m2", value=Total("m2", 6)).message
+            assert (from_first.source_offset, from_first.partition, from_first.timestamp_ms) == (7, None, 1500)
+            assert (from_second.source_offset, from_second.partition, from_second.timestamp_ms) == (3, 0, None)
+            assert (from_second.key, from_second.value) == (expected.key, expected.value)
+            assert monitor.messages_sent == 2 and monitor.messages_sent_by_topic["totals"] == 2
+            resolve([from_first, from_second], [RecordMetadata("totals", p, TP("totals", p), 40 + p, 0, 0, -1)
+                                                for p in (3, 0)])
+            assert ((await first).offset, (await second).offset) == (43, 40)
+            assert len(monitor.send_latency) == 2  # each completion reached the monitor
+        finally:
+            await transactions.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_send_to_a_table_s_changelog_inside_an_event_is_refused(tmp_path):
+    async def scenario() -> None:
+        app = worker_app(Topic=faust_eos.Topic, store="eos-rocksdb://", tabledir=tmp_path)
+        app.Table("counts", default=int)
+        transactions = app.consumer.transactions
+        await transactions.start()
+        try:
+            changelog = app.topic(f"{app.conf.id}-counts-changelog", key_type=str, value_type=int)
+            with inside_event(offset=7, partition=2):
+                with pytest.raises(faust_eos.SendNotCommittable, match="write to the table instead"):
+                    await changelog.send(key="m1", value=1)
+            assert not transactions.staging.pending()
+        finally:
+            await transactions.stop()
 
     asyncio.run(scenario())
 
