@@ -142,10 +142,10 @@ def _marginal_drain(summary: dict, base: Optional[PointKey]) -> list[str]:
         return []
     parts = []
     for g in GUARANTEES:
-        small_run, large_run = summary[small][g], summary[large][g]
-        found = stats.marginal_drain_rate(
-            (small_run["drained_events"]["median"] or 0, small_run["drain_s"]["median"] or 0),
-            (large_run["drained_events"]["median"] or 0, large_run["drain_s"]["median"] or 0))
+        measured = [summary[k][g][m]["median"] for k in (small, large) for m in ("drained_events", "drain_s")]
+        if None in measured:  # a guarantee not run (or not drained) at one of the backlogs
+            continue
+        found = stats.marginal_drain_rate((measured[0], measured[1]), (measured[2], measured[3]))
         if found is not None:
             parts.append(f"{g} {figure(found[0])} events/s plus {figure(found[1], 1)} s")
     if not parts:

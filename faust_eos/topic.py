@@ -69,8 +69,10 @@ class Topic(TopicHooks):
         if path is not None:
             if (headers is None and schema is None and key_serializer is None and value_serializer is None
                     and not path.sensors_read_records):
-                plain = self.__dict__.get("_plain_sends")
-                if plain is None or plain.staging is not path.staging or plain.sensors != path.send_sensors:
+                plain, schema = self.__dict__.get("_plain_sends"), self.schema
+                if (plain is None or plain.staging is not path.staging or plain.sensors != path.send_sensors
+                        or plain.encoding != (schema, schema.key_type, schema.key_serializer, schema.value_type,
+                                              schema.value_serializer)):
                     plain = self.__dict__["_plain_sends"] = PlainSends(self, path)
                 if plain.send is not None:
                     return plain.send(path, key, value, partition, timestamp)
@@ -153,15 +155,17 @@ class PlainSends:
     """This topic's sends inside events with nothing but a key, a value, a partition and a timestamp, the
     common case: their topic name, encoding, staging and sensors are worked out once here, not per send.
 
-    Kept by the topic while the events it sends in stage into the same place with the same sensors;
+    Kept by the topic while the events it sends in stage into the same place with the same sensors, and
+    its schema encodes as it did (Faust updates a schema in place when a topic is derived from it);
     ``send`` is None where such sends take the general path (a schema that encodes its own way).
     """
 
     def __init__(self, topic: Topic, path: EventPath) -> None:
+        schema = topic.schema
         self.staging = path.staging
         self.sensors = path.send_sensors
+        self.encoding = (schema, schema.key_type, schema.key_serializer, schema.value_type, schema.value_serializer)
         self.send: Optional[Callable[..., Awaitable[RecordMetadata]]] = None
-        schema = topic.schema
         if not _encodes_as_faust_schema(schema):
             return
         name = topic.get_topic_name()

@@ -125,4 +125,9 @@ def test_the_report_takes_the_marginal_drain_rate_from_the_backlogs_run_at_one_c
     base, _ = interval_sweep(summary)
     [line] = _marginal_drain(summary, base)
     assert "(1 s, ~130 B, 6 p, 1 w)" in line
-    assert "exactly_once 10,000 events/s plus 2.0 s" in line
+    assert "at_least_once 10,000 events/s plus 2.0 s; exactly_once 10,000 events/s plus 2.0 s" in line
+
+    summary[PointKey(1000, 0, 6, 1, 50_000)]["at_least_once"] = {  # not run at the smaller backlog
+        "drained_events": {"median": None}, "drain_s": {"median": None}}
+    [line] = _marginal_drain(summary, base)
+    assert "at_least_once" not in line and "exactly_once 10,000 events/s" in line

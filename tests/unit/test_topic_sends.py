@@ -100,14 +100,40 @@ def test_plain_sends_of_one_topic_from_different_events_each_go_with_their_own_e
             [from_second] = transactions.staging.take(SourceTP("payments", 1), up_to_offset=4)
             expected = faust.Topic(app, topics=["totals"], key_type=str, value_type=Total).as_future_message(
                 key="m2", value=Total("m2", 6)).message
+            assert "_plain_sends" in vars(topic)  # both took the short path
             assert (from_first.source_offset, from_first.partition, from_first.timestamp_ms) == (7, None, 1500)
             assert (from_second.source_offset, from_second.partition, from_second.timestamp_ms) == (3, 0, None)
-            assert (from_second.key, from_second.value) == (expected.key, expected.value)
+            assert (from_second.topic, from_second.key, from_second.value) == ("totals", expected.key, expected.value)
             assert monitor.messages_sent == 2 and monitor.messages_sent_by_topic["totals"] == 2
             resolve([from_first, from_second], [RecordMetadata("totals", p, TP("totals", p), 40 + p, 0, 0, -1)
                                                 for p in (3, 0)])
             assert ((await first).offset, (await second).offset) == (43, 40)
             assert len(monitor.send_latency) == 2  # each completion reached the monitor
+        finally:
+            await transactions.stop()
+
+    asyncio.run(scenario())
+
+
+class Refund(faust.Record, serializer="json"):
+    merchant_id: str
+
+
+def test_a_plain_send_encodes_as_its_topic_s_schema_says_after_faust_changed_that_schema_in_place():
+    async def scenario() -> None:
+        app = worker_app(Topic=faust_eos.Topic)
+        transactions = app.consumer.transactions
+        await transactions.start()
+        try:
+            topic = app.topic("totals", key_type=str, value_type=Total)
+            with inside_event(offset=7, partition=2):
+                await topic.send(key="m1", value=Total("m1", 5))
+                # deriving a topic updates the schema both share
+                topic.derive(topics=["refunds"], value_type=Refund, value_serializer="raw")
+                await topic.send(key="m1", value="as is")
+            before, after = transactions.staging.take(SourceTP("payments", 2), up_to_offset=8)
+            assert before.value == Total("m1", 5).dumps()
+            assert after.value == b"as is" == app.serializers.dumps_value(Refund, "as is", serializer="raw")
         finally:
             await transactions.stop()
 
