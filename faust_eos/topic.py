@@ -69,10 +69,8 @@ class Topic(TopicHooks):
         if path is not None:
             if (headers is None and schema is None and key_serializer is None and value_serializer is None
                     and not path.sensors_read_records):
-                plain, schema = self.__dict__.get("_plain_sends"), self.schema
-                if (plain is None or plain.staging is not path.staging or plain.sensors != path.send_sensors
-                        or plain.encoding != (schema, schema.key_type, schema.key_serializer, schema.value_type,
-                                              schema.value_serializer)):
+                plain = self.__dict__.get("_plain_sends")
+                if plain is None or not plain.serves(path, self.schema):
                     plain = self.__dict__["_plain_sends"] = PlainSends(self, path)
                 if plain.send is not None:
                     return plain.send(path, key, value, partition, timestamp)
@@ -161,10 +159,11 @@ class PlainSends:
     """
 
     def __init__(self, topic: Topic, path: EventPath) -> None:
-        schema = topic.schema
+        schema = self.schema = topic.schema
         self.staging = path.staging
         self.sensors = path.send_sensors
-        self.encoding = (schema, schema.key_type, schema.key_serializer, schema.value_type, schema.value_serializer)
+        self.key_type, self.key_serializer = schema.key_type, schema.key_serializer
+        self.value_type, self.value_serializer = schema.value_type, schema.value_serializer
         self.send: Optional[Callable[..., Awaitable[RecordMetadata]]] = None
         if not _encodes_as_faust_schema(schema):
             return
@@ -191,6 +190,13 @@ class PlainSends:
                          sensed_send(sensors, staging, name, None, raw_key, raw_value))
 
         self.send = send
+
+    def serves(self, path: EventPath, schema: SchemaT) -> bool:
+        """Whether a plain send in the event of ``path``, with the topic's ``schema``, may take these: staged in the
+        same place, seen by the same sensors, encoded the same way."""
+        return (path.staging is self.staging and path.send_sensors == self.sensors and schema is self.schema
+                and schema.key_type is self.key_type and schema.value_type is self.value_type
+                and schema.key_serializer == self.key_serializer and schema.value_serializer == self.value_serializer)
 
 
 def sensed_send(sensors: tuple, producer: Any, topic: str, message: Optional[PendingMessage], raw_key: Any,
