@@ -375,28 +375,6 @@ def _plain_fields(cls: Any) -> Optional[tuple[str, ...]]:
 _PLAIN_RECORDS: dict[Any, Optional[tuple[str, ...]]] = {}
 
 
-def holds_shareable_fields(record: Any) -> bool:
-    """Whether every field of ``record``, a plain record, holds a :func:`shareable` value."""
-    state = record.__dict__
-    for name in plain_record_fields(type(record)) or ():
-        value = state[name]  # shareable(value), spelt out: it runs for every field of every record written
-        kind = type(value)
-        if kind not in IMMUTABLE or (kind is float and not math.isfinite(value)):
-            return False
-    return True
-
-
-def copy_record(record: Any) -> Any:
-    """A record of the same plain record class holding the same field values (and nothing else)."""
-    kind = type(record)
-    copy = kind.__new__(kind)
-    state, copied = record.__dict__, copy.__dict__
-    copied["__evaluated_fields__"] = set()
-    for name in plain_record_fields(kind) or ():
-        copied[name] = state[name]
-    return copy
-
-
 def build_record(cls: Any, fields: tuple[str, ...], values: dict[str, Any]) -> Any:
     """A record of ``cls`` holding ``values`` (one per field of ``fields``, the plain record's
     :func:`plain_record_fields`), the same as ``cls(**values)`` builds, without its per-field setters."""

@@ -9,7 +9,8 @@ Inside an event, on the ``eos-rocksdb://`` store, this table does each once:
 * a read encodes the key and asks the store once; each read gets a value of
   its own, as from Faust's table, so a value changed in place but not written
   back changes nothing. A key written since the last commit reads from memory,
-  plain values and plain records without decoding (:mod:`faust_eos.table_writes`);
+  plain values (str, int, float, bool) without decoding, anything else decoded from
+  the write's bytes (:mod:`faust_eos.table_writes`);
 * a write encodes key and value once and is kept by the table with its event,
   under either guarantee, until the commit writes the key's newest value to
   the changelog, once (the partition, and the check that the input topic has

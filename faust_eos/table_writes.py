@@ -9,17 +9,18 @@ record per key per commit however often the key was written. Writes of events
 the commit does not reach (another agent of the same input still works on an
 earlier event) stay for the next commit; the older ones are superseded.
 
-A read of a key written since the last commit gets, without decoding, what
-decoding the write would give, as it would after a restart, and a value of its
-own that the agent may change in place:
+A read of a key written since the last commit gets what decoding the write
+would give, as it would after a restart: a str, int, finite float or bool is
+the written object itself (immutable), without decoding; any other value,
+records included, is decoded from the write's bytes, so each read is a value of
+its own that the agent may change in place, and a value changed in place after
+its write reads as written. Keeping a copy of each record written instead would
+cost every write a copy, and most keys written are not read again before their
+commit.
 
-* for a str, int, finite float or bool: the written object itself (immutable);
-* for a plain record (:func:`faust_eos.faust_internals.plain_record_fields`)
-  whose fields hold only such values: a copy of the record as it was written.
-
-Each type is checked against real decoding once: its first value written is
-decoded and compared. Any other value, and a type whose values do not read back
-as written, is decoded on every read.
+Each immutable type is checked against real decoding once: its first value
+written is decoded and compared; a type whose values do not read back as
+written is decoded on every read.
 """
 from __future__ import annotations
 
@@ -66,8 +67,8 @@ class TableWrites:
         self._partitions: dict[int, dict[bytes, Write]] = {}
         #: writes kept, each version counted (the memory they hold)
         self.count = 0
-        #: type -> how to tell its values that read back as written; None if none do
-        self._types: dict[type, Optional[Callable[[Any], bool]]] = {}
+        #: immutable type -> whether its values read back as written (learnt from its first)
+        self._types: dict[type, bool] = {}
 
     def write(self, partition: int, raw_key: bytes, value: Any, raw: Optional[bytes], source: Any, offset: int,
               callback: Optional[Callable[[Any], None]] = None) -> int:
@@ -101,9 +102,7 @@ class TableWrites:
         value = write.value
         if value is DECODE:
             return self._decode(write.raw)  # type: ignore[arg-type]
-        if value is DELETED or type(value) in faust_internals.IMMUTABLE:
-            return value
-        return faust_internals.copy_record(value)
+        return value
 
     def keys_of(self, partition: int) -> Mapping[bytes, Write]:
         """The keys of ``partition`` written since their last commit."""
@@ -171,37 +170,16 @@ class TableWrites:
         return before - self.count
 
     def _kept(self, value: Any, raw: Optional[bytes]) -> Any:
-        """What reads of ``value`` (encoded as ``raw``) get: itself, a copy of it as written, or DECODE."""
+        """What reads of ``value`` (encoded as ``raw``) get: itself if immutable and it reads back as written,
+        else DECODE."""
         kind = type(value)
-        keeps = self._types.get(kind, _unknown)
-        if keeps is _unknown:
-            keeps = self._learn(kind, value, raw)
-            if keeps is not _unknown:
-                self._types[kind] = keeps
-        if keeps is None or not keeps(value):
+        if kind not in faust_internals.IMMUTABLE:
             return DECODE
-        return value if kind in faust_internals.IMMUTABLE else faust_internals.copy_record(value)
-
-    def _learn(self, kind: type, value: Any, raw: Optional[bytes]) -> Optional[Callable[[Any], bool]]:
-        """How to tell the values of ``kind`` that read back as written; None if none do, and a
-        function saying no to every value if this one cannot tell (it is learnt from the next)."""
-        if kind in faust_internals.IMMUTABLE:
-            keeps: Callable[[Any], bool] = faust_internals.shareable
-        elif faust_internals.plain_record_fields(kind) is not None:
-            keeps = faust_internals.holds_shareable_fields
-        else:
-            return None
-        if raw is None or not keeps(value):
-            return _unknown
-        decoded = self._decode(raw)
-        reads_back = type(decoded) is kind and decoded == value and (
-            kind in faust_internals.IMMUTABLE or vars(decoded) == vars(faust_internals.copy_record(value)))
-        return keeps if reads_back else None
-
-
-def _unknown(value: Any) -> bool:
-    """Stands for a type not learnt yet: none of its values is kept."""
-    return False
+        reads_back = self._types.get(kind)
+        if reads_back is None and raw is not None and faust_internals.shareable(value):
+            decoded = self._decode(raw)
+            reads_back = self._types[kind] = type(decoded) is kind and decoded == value
+        return value if reads_back and faust_internals.shareable(value) else DECODE
 
 
 def _chain(write: Optional[Write]) -> Iterator[Write]:
