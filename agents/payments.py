@@ -127,15 +127,19 @@ class BatchTable:
 async def aggregate(batches: faust.StreamT[Batch]) -> None:
     async for batch in batches:
         aggregate_metrics.events_in.inc(len(batch))
-        # Each table key is read once per batch and written once, at its end (also when a record fails).
+        # Each table key is read once per batch and written once, at its end (also when a record fails);
+        # the records aggregated are counted once per batch too.
         partition = str(batch.partition)
         stream_time = seen_until = stream_times.get(partition)
         totals, windows = BatchTable(merchant_totals), BatchTable(window_totals)
+        aggregated = 0
         try:
             for record in batch:
                 stream_time = advance_stream_time(stream_time, record.value.ts)
                 await aggregate_one(record, stream_time, totals, windows)
+                aggregated += 1
         finally:
+            aggregate_metrics.aggregated.inc(aggregated)
             totals.write_back()
             windows.write_back()
             if stream_time != seen_until:
@@ -163,4 +167,3 @@ async def aggregate_one(record: BatchRecord, stream_time: float, totals: BatchTa
         window = add_to_window(windows.get(key), payment, size)
         windows[key] = window
         await topics.window_totals.send(key=payment.merchant_id, value=window)
-    aggregate_metrics.aggregated.inc()
