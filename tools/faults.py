@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from app.kafka import CLIENT_LOG, admin, producer_config
 from app.loadgen import LoadSpec
@@ -66,6 +66,10 @@ DROPPED = re.compile(r"Dropped (\d+) uncommitted records")
 LOSE_ATTEMPTS = 200  # pauses to catch a worker to be lost inside its transaction
 FOLLOW_CHECK_S = 5.0  # reconcile --follow's rounds beside a run
 FOLLOW_CATCH_UP_S = 180.0  # bounds a hang on a shared machine; not a timing check
+
+
+class CoordinatorGone(Exception):
+    """The broker's group coordinator stopped answering: a broker failure the run cannot measure through."""
 
 
 @dataclass
@@ -291,7 +295,17 @@ class FaultRun:
     # -- measurements -------------------------------------------------------------
     def _committed(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         # asked again while the broker reloads its coordinators after a restart
-        committed = retrying(lambda: self.offsets_reader.committed([TopicPartition(t, p) for t, p in tps], timeout=30), 120)
+        try:
+            committed = retrying(
+                lambda: self.offsets_reader.committed([TopicPartition(t, p) for t, p in tps], timeout=30), 120)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.NOT_COORDINATOR:
+                raise
+            raise CoordinatorGone(
+                "the broker answered NOT_COORDINATOR to every read of the group's committed offsets for 120 s: "
+                "its group coordinator has most likely failed for good until the broker restarts (Kafka 4.4.0 "
+                "does so after a SIGKILL restart, seen on brokers holding earlier runs' groups: README, "
+                "\"Proving it\"); wipe the broker (python -m tools.broker wipe) and run again") from exc
         return {(tp.topic, tp.partition): tp.offset for tp in committed}
 
     def _time_to_progress(self, tps: list[tuple[str, int]], before: dict, since: float, every: bool = False) -> float:
@@ -476,7 +490,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     for guarantee in guarantees:
         print(f"{guarantee}: {plan.workers} workers, {plan.partitions} partitions, {plan.rate:.0f} events/s "
               f"for {plan.duration_s:.0f} s, seed {plan.seed}")
-        outcome = FaultRun(plan, guarantee, REPO_ROOT / ".data").execute()
+        try:
+            outcome = FaultRun(plan, guarantee, REPO_ROOT / ".data").execute()
+        except CoordinatorGone as exc:
+            print(f"{guarantee}: the run stopped, with nothing measured: {exc}", file=sys.stderr)
+            return 2
         print(summary(outcome))
         outcomes.append(outcome)
     if args.json_path:
