@@ -172,14 +172,14 @@ class TableWrites:
     def _kept(self, value: Any, raw: Optional[bytes]) -> Any:
         """What reads of ``value`` (encoded as ``raw``) get: itself if immutable and it reads back as written,
         else DECODE."""
-        kind = type(value)
-        if kind not in faust_internals.IMMUTABLE:
+        if not faust_internals.shareable(value):
             return DECODE
+        kind = type(value)
         reads_back = self._types.get(kind)
-        if reads_back is None and raw is not None and faust_internals.shareable(value):
+        if reads_back is None and raw is not None:
             decoded = self._decode(raw)
             reads_back = self._types[kind] = type(decoded) is kind and decoded == value
-        return value if reads_back and faust_internals.shareable(value) else DECODE
+        return value if reads_back else DECODE
 
 
 def _chain(write: Optional[Write]) -> Iterator[Write]:
