@@ -38,7 +38,14 @@ def nothing(metadata: RecordMetadata) -> None:
 
 @dataclass(slots=True)
 class StagedRecord:
-    """One record to produce with its source partition's commit."""
+    """One record to produce with its source partition's commit.
+
+    It is also what a send inside an event returns (:func:`output_stager`): an
+    awaitable of the record's metadata once its commit makes it durable, with
+    ``add_done_callback``, ``done`` and ``result`` as a future has. Its future
+    (:class:`CommitFuture`) is made only when first awaited or given a callback,
+    as most sends are never waited for.
+    """
 
     topic: str
     key: Optional[bytes]
@@ -54,14 +61,46 @@ class StagedRecord:
     #: whether ``on_committed`` reads the record's offset: if not, the producer is not asked to
     #: report its delivery (each report costs the producer's thread a turn of the GIL)
     metadata_wanted: bool = field(repr=False, default=True)
-    #: of an output record sent inside an event: the future its send returned
+    #: of an output record sent inside an event: its future, once awaited or given a callback
     future: Optional["CommitFuture"] = field(repr=False, default=None)
     #: of a table's changelog record: the table write it commits (:class:`faust_eos.table_writes.Write`)
     write: Any = field(repr=False, default=None)
+    #: of an output record sent inside an event: that event (its future may not be awaited while it runs)
+    sent_in: Any = field(repr=False, default=None)
+    #: of an output record sent inside an event: its metadata, once committed
+    metadata: Optional[RecordMetadata] = field(repr=False, default=None)
 
     def needs_metadata(self) -> bool:
         """Whether someone will read this record's offset once it commits."""
-        return self.metadata_wanted or (self.future is not None and self.future.observed)
+        return self.metadata_wanted or self.future is not None
+
+    def __await__(self) -> Any:
+        return self.as_future().__await__()
+
+    def add_done_callback(self, fn: Callable[[asyncio.Future], None], *, context: Any = None) -> None:
+        """Call ``fn`` with the record's future once the record is committed."""
+        self.as_future().add_done_callback(fn, context=context)
+
+    def done(self) -> bool:
+        """Whether the record is committed."""
+        return self.metadata is not None
+
+    def result(self) -> RecordMetadata:
+        """The committed record's metadata; ``asyncio.InvalidStateError`` before its commit."""
+        if self.metadata is None:
+            raise asyncio.InvalidStateError(f"a record for {self.topic!r} not committed yet")
+        return self.metadata
+
+    def as_future(self) -> "CommitFuture":
+        """The future of the record's commit, made on first use: the offset is asked of the producer only
+        for records whose future exists by the time they are produced."""
+        future = self.future
+        if future is None:
+            future = self.future = CommitFuture(loop=asyncio.get_running_loop())
+            future.sent_in = self.sent_in
+            if self.metadata is not None:
+                future.set_result(self.metadata)
+        return future
 
 
 class Staging:
@@ -129,31 +168,31 @@ def resolve(sent: Sequence[StagedRecord], metadata: Sequence[RecordMetadata]) ->
     """Tell each record it is durable, with its own metadata."""
     for record, md in zip(sent, metadata):
         record.on_committed(md)
+        record.metadata = md
         if record.future is not None:
             record.future.set_result(md)
 
 
 #: stages an output record sent inside an event (:func:`output_stager`): ``(path, key, value, partition,
-#: timestamp, headers, on_committed, metadata_wanted)``, returning the future of the record's commit
-OutputStager = Callable[..., "CommitFuture"]
+#: timestamp, headers, on_committed, metadata_wanted)``, returning the staged record (an awaitable of its metadata)
+OutputStager = Callable[..., StagedRecord]
 
 
-def output_stager(staging: Staging, topic: str, loop: asyncio.AbstractEventLoop) -> OutputStager:
+def output_stager(staging: Staging, topic: str) -> OutputStager:
     """What stages the output records that events send to ``topic``: each with the input partition and offset
-    of its event's ``path`` (an :class:`~faust_eos.event_path.EventPath`); its future resolves once the record
-    commits. Built once per topic, as it runs for every record an agent sends."""
+    of its event's ``path`` (an :class:`~faust_eos.event_path.EventPath`); the record it returns resolves once
+    it commits. Built once per topic, as it runs for every record an agent sends."""
     add = staging.add_at
 
     def stage(path: Any, key: Optional[bytes], value: Optional[bytes], partition: Optional[int],
               timestamp: Optional[float], headers: Any = None, on_committed: Callable[[RecordMetadata], None] = nothing,
-              metadata_wanted: bool = False) -> CommitFuture:
-        future = CommitFuture(loop=loop)
-        future.sent_in = path.event
+              metadata_wanted: bool = False) -> StagedRecord:
         if headers:
             headers = list(headers.items()) if isinstance(headers, Mapping) else headers
-        add(path.source, StagedRecord(topic, key, value, partition, int(timestamp * 1000) if timestamp else None,
-                                      headers or None, path.offset, on_committed, metadata_wanted, future))
-        return future
+        record = StagedRecord(topic, key, value, partition, int(timestamp * 1000) if timestamp else None,
+                              headers or None, path.offset, on_committed, metadata_wanted, None, None, path.event)
+        add(path.source, record)
+        return record
 
     return stage
 
@@ -183,35 +222,27 @@ def future_resolver(fut: Any) -> Callable[[RecordMetadata], None]:
 
 
 class CommitFuture(asyncio.Future):
-    """Resolves with a staged record's metadata once the commit of its event makes it durable.
+    """Resolves with a staged record's metadata once the commit of its event makes it durable (see
+    :meth:`StagedRecord.as_future`; a send by Faust's own topic returns one directly).
 
     Awaited while the agent still processes the event that sent the record
     (:attr:`sent_in`), it would wait for ever (the commit waits for that event
     to finish): that raises :class:`~faust_eos.errors.SendNotCommittable` instead.
 
-    Its record's offset is asked of the producer only if, by the time the record
-    is produced, the future was awaited or given a callback (:attr:`observed`);
-    otherwise it resolves with the record's topic, its partition (-1 where the
-    producer's partitioner chose it) and an offset of -1 (:data:`OFFSET_NOT_ASKED`).
-    Built as an ``asyncio.Future`` is (``loop=``): one is built per record sent.
+    A record whose future did not exist when it was produced resolves with its
+    topic, its partition (-1 where the producer's partitioner chose it) and an
+    offset of -1 (:data:`OFFSET_NOT_ASKED`). Built as an ``asyncio.Future`` is (``loop=``).
     """
 
     #: the event whose processing sent the record (None: sent outside events)
     sent_in: Any = None
-    #: awaited or given a callback: someone will read the record's metadata
-    observed = False
 
     def __await__(self) -> Any:
         if not self.done() and self.sent_in is not None and current_event() is self.sent_in:
             raise wait_inside_event_refused()
-        self.observed = True
         return super().__await__()
 
     __iter__ = __await__
-
-    def add_done_callback(self, fn: Any, *, context: Any = None) -> None:
-        self.observed = True
-        super().add_done_callback(fn, context=context)
 
 
 #: the offset a committed record's metadata carries when nobody asked for it in time

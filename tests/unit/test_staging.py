@@ -93,8 +93,7 @@ def test_a_send_s_offset_is_asked_for_only_once_its_future_is_awaited_or_given_a
     async def scenario() -> None:
         staging = Staging()
         path = SimpleNamespace(event=object(), source=TP0, offset=5)
-        loop = asyncio.get_running_loop()
-        stage = output_stager(staging, "out", loop)
+        stage = output_stager(staging, "out")
         unread, awaited, called_back = (stage(path, b"k", v, None, None) for v in (b"1", b"2", b"3"))
         async def wait() -> None:
             await awaited

@@ -115,6 +115,42 @@ def test_plain_sends_of_one_topic_from_different_events_each_go_with_their_own_e
     asyncio.run(scenario())
 
 
+def test_what_a_send_returns_is_refused_inside_its_event_and_resolves_with_its_commit_however_it_is_waited_for():
+    async def scenario() -> None:
+        app = worker_app(Topic=faust_eos.Topic)
+        transactions = app.consumer.transactions
+        await transactions.start()
+        try:
+            topic = app.topic("totals", key_type=str, value_type=Total)
+            called_back: list[int] = []
+            with inside_event(offset=7, partition=2):
+                sent = await topic.send(key="m1", value=Total("m1", 5))
+                with pytest.raises(faust_eos.SendNotCommittable, match="waiting for a record sent"):
+                    # the commit waits for this event to end: it would wait for ever (the timeout only ends a hang)
+                    await asyncio.wait_for(wait_for(sent), timeout=10)
+                sent.add_done_callback(lambda future: called_back.append(future.result().offset))
+            waiter = asyncio.ensure_future(wait_for(sent))  # outside the event, it waits for the commit
+            await asyncio.sleep(0)
+            assert not sent.done() and not waiter.done()
+            with pytest.raises(asyncio.InvalidStateError):
+                sent.result()
+            [record] = transactions.staging.take(SourceTP("payments", 2), up_to_offset=8)
+            assert record.needs_metadata()  # waited for: its offset is asked of the producer
+            resolve([record], [RecordMetadata("totals", 4, TP("totals", 4), 31, 0, 0, -1)])
+            assert sent.done() and sent.result().offset == 31
+            assert (await waiter).offset == 31
+            await asyncio.sleep(0)
+            assert called_back == [31]
+        finally:
+            await transactions.stop()
+
+    asyncio.run(scenario())
+
+
+async def wait_for(sent: Any) -> RecordMetadata:
+    return await sent
+
+
 class Refund(faust.Record, serializer="json"):
     merchant_id: str
 
