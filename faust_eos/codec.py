@@ -40,7 +40,7 @@ class _Unhandled:
         return "UNHANDLED"
 
 
-#: what a fast way answers for a value it leaves to Faust
+#: what a fast decoding answers for a payload it leaves to Faust
 UNHANDLED: Any = _Unhandled()
 
 
@@ -98,21 +98,22 @@ class Codecs:
         def by_faust(v: Any) -> Optional[bytes]:
             return faust_dumps(typ, v, serializer=serializer)
 
-        fast = self._fast_encoder(part, typ, serializer, type(value))
+        fast = self._fast_encoder(part, typ, serializer, type(value), by_faust)
         expected = by_faust(value)
         encoder = by_faust
         if fast is not None:
             got = fast(value)
-            if got is UNHANDLED or got == expected:
-                encoder = _falling_back(fast, by_faust)
+            if got == expected:
+                encoder = fast
             else:
                 log.warning("Encoding %ss of type %s (%s) the fast way gave %r where Faust gives %r: using Faust's",
                             part, type(value).__name__, serializer, got, expected)
         self._encoders[(part, typ, serializer, type(value))] = encoder
         return expected
 
-    def _fast_encoder(self, part: str, typ: Any, serializer: Any, kind: type) -> Optional[Callable[[Any], Any]]:
-        """The direct way to encode values of class ``kind`` as the registry would; None if there is none."""
+    def _fast_encoder(self, part: str, typ: Any, serializer: Any, kind: type, by_faust: Encoder) -> Optional[Encoder]:
+        """The direct way to encode values of class ``kind`` as the registry would, handing ``by_faust`` what it
+        cannot take; None if there is none."""
         if faust_internals.is_model_class(kind):
             serializer = faust_internals.model_serializer(kind) or serializer
         serializer = self._resolved_serializer(part, typ, serializer)
@@ -125,9 +126,9 @@ class Codecs:
         if serializer == "json" and self._json:
             if faust_internals.is_model_class(kind):
                 fields = faust_internals.plain_record_fields(kind)
-                return _json_record if fields is None else _plain_record_json(kind, fields)
+                return _json_record(by_faust) if fields is None else _plain_record_json(kind, fields, by_faust)
             if kind in (str, int, float, bool):
-                return _json_plain
+                return _json_plain(by_faust)
         return None
 
     def _resolved_serializer(self, part: str, typ: Any, serializer: Any) -> Any:
@@ -198,23 +199,21 @@ class Codecs:
             serializer = serializer or self._registry.key_serializer
         else:
             serializer = self._resolved_serializer(part, typ, serializer)
-        if not serializer or (serializer == "raw" and self._raw):
-            load: Optional[Decoder] = None  # the payload is the raw bytes
-        elif serializer == "json" and self._json:
-            load = _json_load
-        else:
+        raw_payload = not serializer or (serializer == "raw" and self._raw)
+        if not raw_payload and not (serializer == "json" and self._json):
             return None
         prepare = self._preparer(typ)
-        if prepare is None:
-            return None
-        if load is None:
+        if prepare is None or raw_payload:
             return prepare
 
-        def decode(raw: bytes) -> Any:
-            payload = load(raw)
-            return UNHANDLED if payload is UNHANDLED else prepare(payload)
+        def decode_json(raw: bytes) -> Any:
+            try:
+                payload = orjson.loads(raw)
+            except orjson.JSONDecodeError:  # Faust raises its own error for it
+                return UNHANDLED
+            return prepare(payload)
 
-        return decode
+        return decode_json
 
     def _preparer(self, typ: Any) -> Optional[Callable[[Any], Any]]:
         """What turns a decoded payload into the type the registry would give; None if only Faust knows."""
@@ -235,14 +234,6 @@ class Codecs:
 _BY_REGISTRY: "weakref.WeakKeyDictionary[Any, Codecs]" = weakref.WeakKeyDictionary()
 
 
-def _falling_back(fast: Callable[[Any], Any], by_faust: Encoder) -> Encoder:
-    def encode(value: Any) -> Optional[bytes]:
-        raw = fast(value)
-        return by_faust(value) if raw is UNHANDLED else raw
-
-    return encode
-
-
 def _as_bytes(value: Any) -> Optional[bytes]:
     return want_bytes(value) if value is not None else None
 
@@ -251,22 +242,28 @@ def _unchanged(value: Any) -> Any:
     return value
 
 
-def _json_plain(value: Any) -> Any:
-    try:
-        return orjson.dumps(value, option=FAUST_JSON_OPTIONS)
-    except TypeError:  # an int beyond 64 bits: Faust's codec decides
-        return UNHANDLED
+def _json_plain(by_faust: Encoder) -> Encoder:
+    def encode(value: Any) -> Optional[bytes]:
+        try:
+            return orjson.dumps(value, option=FAUST_JSON_OPTIONS)
+        except TypeError:  # an int beyond 64 bits: Faust's codec decides
+            return by_faust(value)
+
+    return encode
 
 
-def _json_record(record: Any) -> Any:
-    try:
-        return orjson.dumps(record.to_representation(), option=FAUST_JSON_OPTIONS)
-    except TypeError:  # a field holding what orjson does not know: Faust's codec turns it into JSON
-        return UNHANDLED
+def _json_record(by_faust: Encoder) -> Encoder:
+    def encode(record: Any) -> Optional[bytes]:
+        try:
+            return orjson.dumps(record.to_representation(), option=FAUST_JSON_OPTIONS)
+        except TypeError:  # a field holding what orjson does not know: Faust's codec turns it into JSON
+            return by_faust(record)
+
+    return encode
 
 
-def _plain_record_json(cls: type, fields: tuple[str, ...]) -> Callable[[Any], Any]:
-    """Encodes a plain record of ``cls`` as ``_json_record`` does, from a copy of its attributes.
+def _plain_record_json(cls: type, fields: tuple[str, ...], by_faust: Encoder) -> Encoder:
+    """Encodes a plain record of ``cls`` as :func:`_json_record` does, from a copy of its attributes.
 
     Faust's representation is the fields in order, then the namespace: a record
     whose attributes are its evaluated-fields marker then exactly its fields in
@@ -276,10 +273,12 @@ def _plain_record_json(cls: type, fields: tuple[str, ...]) -> Callable[[Any], An
     attributes = ("__evaluated_fields__", *fields)
     namespace = {"ns": faust_internals.model_namespace(cls)} if faust_internals.model_includes_namespace(cls) else None
 
-    def encode(record: Any) -> Any:
+    by_representation = _json_record(by_faust)
+
+    def encode(record: Any) -> Optional[bytes]:
         state = record.__dict__
         if tuple(state) != attributes:
-            return _json_record(record)
+            return by_representation(record)
         payload = state.copy()
         del payload["__evaluated_fields__"]
         if namespace is not None:
@@ -287,16 +286,9 @@ def _plain_record_json(cls: type, fields: tuple[str, ...]) -> Callable[[Any], An
         try:
             return orjson.dumps(payload, option=FAUST_JSON_OPTIONS)
         except TypeError:
-            return UNHANDLED
+            return by_faust(record)
 
     return encode
-
-
-def _json_load(raw: bytes) -> Any:
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:  # Faust raises its own error for it
-        return UNHANDLED
 
 
 def _untyped(payload: Any) -> Any:

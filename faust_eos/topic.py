@@ -174,6 +174,7 @@ class PlainSends:
         encode_value = codecs.encoder("value", schema.value_type, schema.value_serializer)
         staging, sensors = self.staging, self.sensors
         monitor = sensors[0] if len(sensors) == 1 else None  # most often Faust's own monitor alone
+        send_completed = monitor.on_send_completed if monitor is not None else None
 
         def send(path: EventPath, key: Any, value: Any, partition: Optional[int],
                  timestamp: Optional[float]) -> Awaitable[RecordMetadata]:
@@ -183,7 +184,7 @@ class PlainSends:
                 state = monitor.on_send_initiated(staging, name, None, len(raw_key) if raw_key else 0,
                                                   len(raw_value) if raw_value else 0)
                 return stage(path, raw_key, raw_value, partition, timestamp, None,
-                             partial(monitor.on_send_completed, staging, state))
+                             partial(send_completed, staging, state))
             if not sensors:
                 return stage(path, raw_key, raw_value, partition, timestamp)
             return stage(path, raw_key, raw_value, partition, timestamp, None,

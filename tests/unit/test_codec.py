@@ -157,6 +157,8 @@ def test_one_encoder_encodes_values_of_every_class_as_the_registry_does(app):
     for _ in range(2):  # once learnt against Faust's answer, then the way learnt
         assert [encode_value(v) for v in mixed] == [app.serializers.dumps_value(None, v) for v in mixed]
         assert [encode_key(k) for k in ("m1", b"m1", None)] == [app.serializers.dumps_key(None, k) for k in ("m1", b"m1", None)]
+    with pytest.raises(TypeError, match="64-bit"):  # an int the learnt way cannot take: Faust's answer, an error
+        encode_value(2**70)
 
 
 def test_an_app_has_one_codecs(app):
