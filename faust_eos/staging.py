@@ -36,7 +36,7 @@ def nothing(metadata: RecordMetadata) -> None:
     """What a staged record no one waits for calls once committed."""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # equal only to itself, and hashable: as a future is
 class StagedRecord:
     """One record to produce with its source partition's commit.
 
