@@ -487,6 +487,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         broker.ensure_running(settings)
     guarantees = GUARANTEES if args.guarantee == "both" else (args.guarantee,)
     outcomes = []
+    coordinator_gone = False
     for guarantee in guarantees:
         print(f"{guarantee}: {plan.workers} workers, {plan.partitions} partitions, {plan.rate:.0f} events/s "
               f"for {plan.duration_s:.0f} s, seed {plan.seed}")
@@ -494,13 +495,16 @@ def main(argv: Optional[list[str]] = None) -> int:
             outcome = FaultRun(plan, guarantee, REPO_ROOT / ".data").execute()
         except CoordinatorGone as exc:
             print(f"{guarantee}: the run stopped, with nothing measured: {exc}", file=sys.stderr)
-            return 2
+            coordinator_gone = True
+            break
         print(summary(outcome))
         outcomes.append(outcome)
-    if args.json_path:
+    if args.json_path:  # with the runs measured before a stop, if any
         Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_path).write_text(json.dumps([asdict(o) | {"exact": o.exact} for o in outcomes], indent=2))
         print(f"report written to {args.json_path}")
+    if coordinator_gone:
+        return 2
     # exactly_once must be exact; at_least_once may duplicate, but never lose
     return 0 if all(o.exact if o.guarantee == "exactly_once" else not o.losses for o in outcomes) else 1
 

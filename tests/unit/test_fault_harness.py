@@ -1,6 +1,7 @@
 """The fault harness stops with a clear reason when the broker's group coordinator stops answering."""
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -33,3 +34,22 @@ def test_any_other_error_reading_committed_offsets_is_raised_as_it_is():
     with pytest.raises(KafkaException) as raised:
         faults.FaultRun._committed(harness_reading(KafkaError.GROUP_AUTHORIZATION_FAILED), [("payments", 0)])
     assert not isinstance(raised.value, faults.CoordinatorGone)
+
+
+def test_a_run_stopped_by_the_coordinator_exits_2_and_the_report_keeps_the_runs_measured_before_it(
+        monkeypatch, tmp_path, capsys):
+    class Run:
+        def __init__(self, plan, guarantee, run_dir) -> None:
+            self.plan, self.guarantee = plan, guarantee
+
+        def execute(self) -> faults.Outcome:
+            if self.guarantee == faults.GUARANTEES[1]:
+                raise faults.CoordinatorGone("NOT_COORDINATOR for 120 s: wipe the broker")
+            return faults.Outcome(self.guarantee, {}, events_in=10, events_aggregated=10)
+
+    monkeypatch.setattr(faults, "FaultRun", Run)
+    monkeypatch.setattr(faults.config, "load", lambda: SimpleNamespace(use_local_broker=False))
+    report = tmp_path / "report.json"
+    assert faults.main(["--guarantee", "both", "--json", str(report)]) == 2
+    assert [run["guarantee"] for run in json.loads(report.read_text())] == [faults.GUARANTEES[0]]
+    assert "the run stopped, with nothing measured: NOT_COORDINATOR" in capsys.readouterr().err
