@@ -193,8 +193,9 @@ class HeldSends:
         return future
 
     def output_stager(self, topic: str) -> OutputStager:
-        """What holds the output records events send to ``topic``; each record it holds is an
-        awaitable that resolves once it is acknowledged, at the commit (:func:`faust_eos.staging.output_stager`). A table's changelog is refused."""
+        """What holds the output records events send to ``topic``; each record it holds is an awaitable that
+        resolves once it is acknowledged, at the commit (:func:`faust_eos.staging.output_stager`). A table's
+        changelog is refused."""
         if topic in self.tables.changelog_topics:
             raise SendNotCommittable(f"a record sent to {topic!r}, a table's changelog: write to the table instead")
         return output_stager(self.staging, topic)

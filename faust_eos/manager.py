@@ -117,8 +117,9 @@ class TransactionManager(FaustTransactionManager):
         return future
 
     def output_stager(self, topic: str) -> OutputStager:
-        """What stages the output records events send to ``topic``; each record it stages is an awaitable
-        that resolves when its transaction commits (:func:`faust_eos.staging.output_stager`). A table's changelog is refused."""
+        """What stages the output records events send to ``topic``; each record it stages is an awaitable that
+        resolves when its transaction commits (:func:`faust_eos.staging.output_stager`). A table's changelog
+        is refused."""
         if topic in self._changelog_topics:
             raise SendNotCommittable(f"a record sent to {topic!r}, a table's changelog: write to the table instead")
         self._note_topic(topic)
