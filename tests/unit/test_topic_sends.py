@@ -6,7 +6,8 @@ produced); the record's commit is played by calling its staged callback.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import contextlib
+from typing import Any, AsyncIterator
 
 import faust
 import pytest
@@ -22,6 +23,17 @@ from store_support import inside_event
 class Total(faust.Record, serializer="json"):
     merchant_id: str
     cents: int
+
+
+@contextlib.asynccontextmanager
+async def started(app: Any) -> AsyncIterator[Any]:
+    """The worker app's transaction manager, started (without a broker, nothing is produced) and stopped after."""
+    transactions = app.consumer.transactions
+    await transactions.start()
+    try:
+        yield transactions
+    finally:
+        await transactions.stop()
 
 
 class RecordingSensor(faust.Sensor):
@@ -42,9 +54,7 @@ def test_a_send_inside_an_event_is_staged_with_it_as_faust_encodes_it_and_faust_
         app = worker_app(Topic=faust_eos.Topic)
         sensor = RecordingSensor()
         app.sensors.add(sensor)
-        transactions = app.consumer.transactions
-        await transactions.start()
-        try:
+        async with started(app) as transactions:
             topic = app.topic("totals", key_type=str, value_type=Total)
             with inside_event(offset=7, partition=2):
                 committed = await topic.send(key="m1", value=Total("m1", 5), partition=4)
@@ -58,8 +68,6 @@ def test_a_send_inside_an_event_is_staged_with_it_as_faust_encodes_it_and_faust_
             assert (await committed).offset == 31
             await asyncio.sleep(0)  # the future's callbacks run on the loop's next turn
             assert sensor.seen[-1] == ("completed", "state", 31)
-        finally:
-            await transactions.stop()
 
     asyncio.run(scenario())
 
@@ -88,9 +96,7 @@ def test_plain_sends_of_one_topic_from_different_events_each_go_with_their_own_e
         app = worker_app(Topic=faust_eos.Topic)
         monitor = faust.Monitor()
         app.sensors.add(monitor)
-        transactions = app.consumer.transactions
-        await transactions.start()
-        try:
+        async with started(app) as transactions:
             topic = app.topic("totals", key_type=str, value_type=Total)
             with inside_event(offset=7, partition=2):
                 first = await topic.send(key="m1", value=Total("m1", 5), timestamp=1.5)
@@ -109,8 +115,6 @@ def test_plain_sends_of_one_topic_from_different_events_each_go_with_their_own_e
                                                 for p in (3, 0)])
             assert ((await first).offset, (await second).offset) == (43, 40)
             assert len(monitor.send_latency) == 2  # each completion reached the monitor
-        finally:
-            await transactions.stop()
 
     asyncio.run(scenario())
 
@@ -118,9 +122,7 @@ def test_plain_sends_of_one_topic_from_different_events_each_go_with_their_own_e
 def test_what_a_send_returns_is_refused_inside_its_event_and_resolves_with_its_commit_however_it_is_waited_for():
     async def scenario() -> None:
         app = worker_app(Topic=faust_eos.Topic)
-        transactions = app.consumer.transactions
-        await transactions.start()
-        try:
+        async with started(app) as transactions:
             topic = app.topic("totals", key_type=str, value_type=Total)
             called_back: list[int] = []
             with inside_event(offset=7, partition=2):
@@ -143,8 +145,6 @@ def test_what_a_send_returns_is_refused_inside_its_event_and_resolves_with_its_c
             assert gathered.offset == 31
             await asyncio.sleep(0)
             assert called_back == [31]
-        finally:
-            await transactions.stop()
 
     asyncio.run(scenario())
 
@@ -160,9 +160,7 @@ class Refund(faust.Record, serializer="json"):
 def test_a_plain_send_encodes_as_its_topic_s_schema_says_after_faust_changed_that_schema_in_place():
     async def scenario() -> None:
         app = worker_app(Topic=faust_eos.Topic)
-        transactions = app.consumer.transactions
-        await transactions.start()
-        try:
+        async with started(app) as transactions:
             topic = app.topic("totals", key_type=str, value_type=Total)
             with inside_event(offset=7, partition=2):
                 await topic.send(key="m1", value=Total("m1", 5))
@@ -172,8 +170,6 @@ def test_a_plain_send_encodes_as_its_topic_s_schema_says_after_faust_changed_tha
             before, after = transactions.staging.take(SourceTP("payments", 2), up_to_offset=8)
             assert before.value == Total("m1", 5).dumps()
             assert after.value == b"as is" == app.serializers.dumps_value(Refund, "as is", serializer="raw")
-        finally:
-            await transactions.stop()
 
     asyncio.run(scenario())
 
@@ -182,16 +178,12 @@ def test_a_send_to_a_table_s_changelog_inside_an_event_is_refused(tmp_path):
     async def scenario() -> None:
         app = worker_app(Topic=faust_eos.Topic, store="eos-rocksdb://", tabledir=tmp_path)
         app.Table("counts", default=int)
-        transactions = app.consumer.transactions
-        await transactions.start()
-        try:
+        async with started(app) as transactions:
             changelog = app.topic(f"{app.conf.id}-counts-changelog", key_type=str, value_type=int)
             with inside_event(offset=7, partition=2):
                 with pytest.raises(faust_eos.SendNotCommittable, match="write to the table instead"):
                     await changelog.send(key="m1", value=1)
             assert not transactions.staging.pending()
-        finally:
-            await transactions.stop()
 
     asyncio.run(scenario())
 
