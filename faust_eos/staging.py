@@ -42,7 +42,8 @@ class StagedRecord:
 
     It is also what a send inside an event returns (:func:`output_stager`): an
     awaitable of the record's metadata once its commit makes it durable, with
-    ``add_done_callback``, ``done`` and ``result`` as a future has. Its future
+    ``add_done_callback``, ``remove_done_callback``, ``done`` and ``result`` as a
+    future has (``asyncio.gather`` and ``asyncio.wait`` take it). Its future
     (:class:`CommitFuture`) is made only when first awaited or given a callback,
     as most sends are never waited for.
     """
@@ -80,6 +81,10 @@ class StagedRecord:
     def add_done_callback(self, fn: Callable[[asyncio.Future], None], *, context: Any = None) -> None:
         """Call ``fn`` with the record's future once the record is committed."""
         self.as_future().add_done_callback(fn, context=context)
+
+    def remove_done_callback(self, fn: Callable[[asyncio.Future], None]) -> int:
+        """Remove ``fn`` from the callbacks (as ``asyncio.wait`` does); how many were removed."""
+        return 0 if self.future is None else self.future.remove_done_callback(fn)
 
     def done(self) -> bool:
         """Whether the record is committed."""

@@ -141,8 +141,10 @@ def test_what_a_send_returns_is_refused_inside_its_event_and_resolves_with_its_c
             resolve([record], [RecordMetadata("totals", 4, TP("totals", 4), 31, 0, 0, -1)])
             assert sent.done() and sent.result().offset == 31
             assert (await waiter).offset == 31
-            [gathered] = await asyncio.gather(sent)  # as a future, it can be gathered (hashed)
+            [gathered] = await asyncio.gather(sent)  # as a future, it can be gathered (hashed) and waited on
             assert gathered.offset == 31
+            done, _ = await asyncio.wait({sent})
+            assert done == {sent}
             await asyncio.sleep(0)
             assert called_back == [31]
 
