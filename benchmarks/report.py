@@ -15,6 +15,7 @@ from benchmarks.summary import (
     PointKey,
     interval_sweep,
     interval_text,
+    point_key,
     point_label,
     ratio,
     summarise,
@@ -201,6 +202,20 @@ def _signed(value: Optional[float]) -> str:
     return "n/a" if value is None else f"{value:+,.0f}"
 
 
+def warm_up_lines(results: dict) -> Iterable[str]:
+    """The Setup's line on the runs made before the measured ones (none in results from before they were made)."""
+    runs = results.get("warm_up") or []
+    if not runs:
+        return
+    each = "; ".join(
+        f"{run['guarantee']} {figure(run['throughput']['drain_events_per_s'])} events/s, "
+        f"{figure(run['cpu']['broker_s_per_1k_events'], 2)} broker CPU s per 1,000 events, "
+        f"{'exact' if run['reconcile_ok'] and run['counts']['match'] else 'NOT exact'}" for run in runs)
+    yield (f"* First, one run of each guarantee at {point_label(point_key(runs[0]['point']))}, not measured: a "
+           "broker's first pipeline runs cost it more CPU per event than later ones, which would otherwise fall "
+           f"on whichever measured runs came first ({each}).")
+
+
 def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, str]) -> Iterable[str]:
     meta = results["meta"]
     m = meta["machine"]
@@ -244,6 +259,7 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
            f"{backlog} input records produced as fast as possible. Load from `app.loadgen` "
            "(5 % duplicates, 2 % bad records, 20 merchants), seed "
            f"{w['seed']}. Repeats: {args['repeats']}; order of the two guarantees alternates between repeats.")
+    yield from warm_up_lines(results)
     yield (f"* Pipeline settings: transaction timeout {meta['pipeline_settings']['transaction_timeout_ms']}, "
            f"session timeout {meta['pipeline_settings']['session_timeout_s']:g} s, everything else the defaults "
            "(README, Configuration).")

@@ -27,6 +27,13 @@ def test_report_and_plots_are_written(quick_run):
     assert "Kafka 4" in report or "Kafka 3" in report
 
 
+def test_a_warm_up_run_of_each_guarantee_comes_first_is_not_measured_and_is_named_in_the_setup(quick_run):
+    out, results = quick_run
+    assert [run["guarantee"] for run in results["warm_up"]] == ["at_least_once", "exactly_once"]
+    assert all(run["counts"]["match"] and run["reconcile_ok"] for run in results["warm_up"])
+    assert "* First, one run of each guarantee at 100 ms" in (out / "report.md").read_text()
+
+
 def test_both_guarantees_measured_with_sane_numbers(quick_run):
     _, results = quick_run
     assert sorted(r["guarantee"] for r in results["pipeline"]) == ["at_least_once", "exactly_once"]

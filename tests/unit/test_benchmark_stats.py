@@ -131,3 +131,19 @@ def test_the_report_takes_the_marginal_drain_rate_from_the_backlogs_run_at_one_c
         "drained_events": {"median": None}, "drain_s": {"median": None}}
     [line] = _marginal_drain(summary, base)
     assert "at_least_once" not in line and "exactly_once 10,000 events/s" in line
+
+
+def test_the_setup_names_the_unmeasured_warm_up_runs_and_what_the_broker_spent_on_them():
+    from benchmarks.report import warm_up_lines
+    point = {"commit_interval_ms": 1000, "record_bytes": 0, "partitions": 6, "workers": 1, "backlog": 50000}
+
+    def warm_up(guarantee: str, events_per_s: float, broker_s: float, exact: bool) -> dict:
+        return {"guarantee": guarantee, "point": point, "cpu": {"broker_s_per_1k_events": broker_s},
+                "throughput": {"drain_events_per_s": events_per_s}, "counts": {"match": True}, "reconcile_ok": exact}
+
+    [line] = warm_up_lines({"warm_up": [warm_up("at_least_once", 6651.2, 0.118, True),
+                                        warm_up("exactly_once", 11636.0, 0.087, False)]})
+    assert line.startswith("* First, one run of each guarantee at 1 s, ~130 B, 6 p, 1 w, 50,000 backlog, not measured")
+    assert line.endswith("(at_least_once 6,651 events/s, 0.12 broker CPU s per 1,000 events, exact; "
+                         "exactly_once 11,636 events/s, 0.09 broker CPU s per 1,000 events, NOT exact).")
+    assert list(warm_up_lines({})) == []  # results from before the warm-up runs were made
