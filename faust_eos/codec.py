@@ -308,8 +308,12 @@ def _record_builder(cls: type, fields: tuple[str, ...]) -> Callable[[Any], Any]:
         if type(payload) is not dict:
             return UNHANDLED
         namespace = payload.pop("__faust", own_namespace)
-        if namespace != own_namespace or payload.keys() != field_set or None in payload.values():
-            return UNHANDLED  # another model named, fields missing or extra, defaults to apply: Faust's rules
+        if namespace != own_namespace or None in payload.values():
+            return UNHANDLED  # another model named, defaults to apply: Faust's rules
+        if tuple(payload) == fields:  # as Faust and this layer write them
+            return build(cls, fields, payload, in_order=True)
+        if payload.keys() != field_set:
+            return UNHANDLED  # fields missing or extra: Faust's rules
         return build(cls, fields, payload)
 
     return prepare

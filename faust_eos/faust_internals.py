@@ -375,15 +375,14 @@ def _plain_fields(cls: Any) -> Optional[tuple[str, ...]]:
 _PLAIN_RECORDS: dict[Any, Optional[tuple[str, ...]]] = {}
 
 
-def build_record(cls: Any, fields: tuple[str, ...], values: dict[str, Any]) -> Any:
+def build_record(cls: Any, fields: tuple[str, ...], values: dict[str, Any], *, in_order: bool = False) -> Any:
     """A record of ``cls`` holding ``values`` (one per field of ``fields``, the plain record's
-    :func:`plain_record_fields`), the same as ``cls(**values)`` builds, without its per-field setters."""
+    :func:`plain_record_fields`), the same as ``cls(**values)`` builds, without its per-field setters.
+
+    ``in_order``: the caller knows ``values`` name the fields in their order (it is checked otherwise).
+    """
     record = cls.__new__(cls)
-    state = record.__dict__
-    state["__evaluated_fields__"] = set()
-    if tuple(values) == fields:
-        state.update(values)
-    else:
-        for name in fields:
-            state[name] = values[name]
+    if not in_order and tuple(values) != fields:
+        values = {name: values[name] for name in fields}
+    record.__dict__ = {"__evaluated_fields__": set(), **values}
     return record

@@ -24,6 +24,10 @@ def new_record(cls: type[R], **values: Any) -> R:
     not a field) is ``cls(**values)``, with Faust's own errors.
     """
     fields = faust_internals.plain_record_fields(cls)
-    if fields is None or (tuple(values) != fields and values.keys() != set(fields)):
+    if fields is None:
+        return cls(**values)
+    if tuple(values) == fields:
+        return faust_internals.build_record(cls, fields, values, in_order=True)
+    if values.keys() != set(fields):
         return cls(**values)
     return faust_internals.build_record(cls, fields, values)
