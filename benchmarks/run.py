@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import config
 from benchmarks import longtx, profile, reference, report
@@ -148,6 +148,40 @@ class Progress:
             sys.stderr.write("\n")
 
 
+class Steps:
+    """Runs the benchmark's steps one at a time, each under its own progress line.
+
+    A step that raises is recorded under ``results["failures"]`` (with what names it) and
+    shown as FAILED, and the run goes on: one failed run must not cost the whole sweep.
+    The results are saved after every step, whatever its outcome.
+    """
+
+    def __init__(self, progress: Progress, results: dict[str, Any], save: Callable[[], None]) -> None:
+        self.progress = progress
+        self.results = results
+        self.save = save
+
+    def __call__(self, title: str, section: str, names: dict[str, Any], run: Callable[[], dict],
+                 summary: Callable[[dict], str]) -> Optional[dict]:
+        """Run one step, its result kept under ``results[section]``; None if it failed."""
+        self.progress.begin(title)
+        try:
+            result = run()
+        except Exception as exc:
+            self.results["failures"].append({**names, "error": f"{type(exc).__name__}: {exc}"})
+            self.save()
+            self.progress.done(f"FAILED: {exc}")
+            return None
+        self.results[section].append(result)
+        self.save()
+        self.progress.done(summary(result))
+        return result
+
+
+def _drain(result: dict) -> str:
+    return f"{result['throughput']['drain_events_per_s'] or 0:,.0f} events/s"
+
+
 def _shape(message: str) -> str:
     """A message without its numbers: a new shape means a new step worth a line of its own."""
     return re.sub(r"[\d,.]+", "", message)
@@ -197,81 +231,44 @@ def main(argv: Optional[list[str]] = None) -> int:
     def save() -> None:
         results_path.write_text(json.dumps(results, indent=1))
 
+    step = Steps(progress, results, save)
     # A broker's first pipeline runs cost it more CPU per event than later ones (its JVM warming up): one run
     # of each guarantee is not measured, so that no measured run pays for that.
     for guarantee in GUARANTEES:
-        progress.begin(f"warm-up run (not measured), {guarantee}, {first.label}")
-        try:
-            results["warm_up"].append(run_point(first, guarantee, workload, work_dir, progress))
-            progress.done("done")
-        except Exception as exc:
-            results["failures"].append({"warm_up": guarantee, "error": f"{type(exc).__name__}: {exc}"})
-            progress.done(f"FAILED: {exc}")
-        save()
+        step(f"warm-up run (not measured), {guarantee}, {first.label}", "warm_up", {"warm_up": guarantee},
+             lambda: run_point(first, guarantee, workload, work_dir, progress), lambda result: "done")
 
     for repeat in range(args.repeats):
         for size in args.record_sizes:
-            progress.begin(f"repeat {repeat + 1}, reference producers, {size or 'plain'} B records")
-            results["reference"].append(
-                {"repeat": repeat, **run_references(args, size, args.partitions[0], progress)})
-            save()
-            progress.done("done")
+            step(f"repeat {repeat + 1}, reference producers, {size or 'plain'} B records", "reference",
+                 {"repeat": repeat, "reference": size},
+                 lambda: {"repeat": repeat, **run_references(args, size, args.partitions[0], progress)},
+                 lambda result: "done")
         order = GUARANTEES if repeat % 2 == 0 else GUARANTEES[::-1]  # cancels slow drift of the machine
         for point in plan:
             for guarantee in order:
-                progress.begin(f"repeat {repeat + 1}, {guarantee}, {point.label}")
-                try:
-                    result = run_point(point, guarantee, workload, work_dir, progress)
-                except Exception as exc:  # one failed run must not cost the whole sweep: recorded, reported
-                    results["failures"].append({"repeat": repeat, "guarantee": guarantee, "point": asdict(point),
-                                                "error": f"{type(exc).__name__}: {exc}"})
-                    save()
-                    progress.done(f"FAILED: {exc}")
-                    continue
-                result["repeat"] = repeat
-                results["pipeline"].append(result)
-                save()
-                progress.done(f"{result['throughput']['drain_events_per_s'] or 0:,.0f} events/s, "
-                              f"p50 {result['latency_ms']['p50'] or 0:,.0f} ms, counts match reconcile: "
-                              f"{result['counts']['match']}")
+                step(f"repeat {repeat + 1}, {guarantee}, {point.label}", "pipeline",
+                     {"repeat": repeat, "guarantee": guarantee, "point": asdict(point)},
+                     lambda: {**run_point(point, guarantee, workload, work_dir, progress), "repeat": repeat},
+                     lambda result: f"{_drain(result)}, p50 {result['latency_ms']['p50'] or 0:,.0f} ms, "
+                                    f"counts match reconcile: {result['counts']['match']}")
         for point in stock_points:
-            progress.begin(f"repeat {repeat + 1}, stock Faust reference, {point.label}")
-            try:
-                result = run_point(point, STOCK_FAUST, workload, work_dir, progress)
-            except Exception as exc:
-                results["failures"].append({"repeat": repeat, "guarantee": STOCK_FAUST, "point": asdict(point),
-                                            "error": f"{type(exc).__name__}: {exc}"})
-                progress.done(f"FAILED: {exc}")
-            else:
-                results["stock_faust"].append({**result, "repeat": repeat})
-                progress.done(f"{result['throughput']['drain_events_per_s'] or 0:,.0f} events/s, counts match "
-                              f"reconcile: {result['counts']['match']}")
-            save()
+            step(f"repeat {repeat + 1}, stock Faust reference, {point.label}", "stock_faust",
+                 {"repeat": repeat, "guarantee": STOCK_FAUST, "point": asdict(point)},
+                 lambda: {**run_point(point, STOCK_FAUST, workload, work_dir, progress), "repeat": repeat},
+                 lambda result: f"{_drain(result)}, counts match reconcile: {result['counts']['match']}")
     if args.profile:
         for guarantee in GUARANTEES:
-            progress.begin(f"profiled run, {guarantee}, {plan[0].label}")
-            try:
-                result = run_point(plan[0], guarantee, workload, work_dir, progress,
-                                   profile_to=args.out / f"profile-{guarantee}.raw")
-            except Exception as exc:
-                results["failures"].append({"profile": guarantee, "error": f"{type(exc).__name__}: {exc}"})
-                progress.done(f"FAILED: {exc}")
-            else:
-                results["profiles"].append(result)
-                progress.done(f"profile not taken: {result['profile_error']}" if "profile_error" in result
-                              else f"{result['throughput']['drain_events_per_s'] or 0:,.0f} events/s while profiled")
-            save()
+            step(f"profiled run, {guarantee}, {plan[0].label}", "profiles", {"profile": guarantee},
+                 lambda: run_point(plan[0], guarantee, workload, work_dir, progress,
+                                   profile_to=args.out / f"profile-{guarantee}.raw"),
+                 lambda result: f"profile not taken: {result['profile_error']}" if "profile_error" in result
+                 else f"{_drain(result)} while profiled")
     if args.long_transaction:
         for mode in modes:
-            progress.begin(f"long transaction, {mode}")
             scenario = longtx.Scenario(mode=mode, partitions=args.partitions[0], stall_timeout_ms=args.stall_timeout_ms)
-            try:
-                results["long_transaction"].append(longtx.run_scenario(scenario, work_dir, progress, seed=args.seed))
-            except Exception as exc:
-                results["failures"].append({"long_transaction": mode, "error": f"{type(exc).__name__}: {exc}"})
-                progress.done(f"FAILED: {exc}")
-            save()
-            progress.done("done")
+            step(f"long transaction, {mode}", "long_transaction", {"long_transaction": mode},
+                 lambda: longtx.run_scenario(scenario, work_dir, progress, seed=args.seed), lambda result: "done")
     results["meta"]["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     results["meta"]["minutes"] = round((time.monotonic() - progress.started) / 60, 1)
     save()
