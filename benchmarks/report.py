@@ -77,6 +77,13 @@ def headline(summary: dict, references: dict, latency_rate: Optional[float] = No
             f"{figure(entry['exactly_once']['latency_ms.p99']['median'])} ms vs "
             f"{figure(entry['at_least_once']['latency_ms.p99']['median'])} ms."
         )
+    for key in sorted(k for k in summary if base and k[1:4] == base[1:4] and k.backlog > base.backlog):
+        entry = summary[key]
+        if "exactly_once" in entry and "at_least_once" in entry:
+            lines.append(
+                f"* **{point_label(key)}** (a longer drain, which where its last commits fall moves less): "
+                f"exactly_once throughput {_s(entry['exactly_once'][THROUGHPUT])} events/s vs at_least_once "
+                f"{_s(entry['at_least_once'][THROUGHPUT])}: ratio {figure(entry['throughput_ratio']['median'], 2)}.")
     for key in sorted(k for k in sweep if "stock_faust" in summary[k]):
         stock, eos = summary[key]["stock_faust"], summary[key]["exactly_once"][THROUGHPUT]["median"]
         lines.append(

@@ -95,6 +95,15 @@ def test_findings_show_peak_memory_at_each_backlog_of_the_first_point():
     assert "900" not in memory and "800" not in memory  # other workers, another commit interval: other points
 
 
+def test_findings_show_the_longer_drain_of_the_first_point_beside_the_sweep():
+    runs = [_run(g, backlog, 300.0) for g in ("at_least_once", "exactly_once") for backlog in (50_000, 200_000)]
+    runs += [_run(g, 200_000, 300.0, workers=2) for g in ("at_least_once", "exactly_once")]
+    findings = headline(summarise({"pipeline": runs}), {})
+    longer = [line for line in findings if line.startswith("* **1 s, ~130 B, 6 p, 1 w, 200,000 backlog** (a longer")]
+    assert len(longer) == 1 and "ratio 1.00" in longer[0]
+    assert not any("2 w, 200,000 backlog** (a longer" in line for line in findings)  # another point, not the first's
+
+
 def test_results_recorded_before_points_had_a_backlog_take_the_workloads():
     old = _run("exactly_once", 0, 300.0)
     del old["point"]["backlog"]
