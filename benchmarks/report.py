@@ -81,7 +81,7 @@ def headline(summary: dict, references: dict, latency_rate: Optional[float] = No
         entry = summary[key]
         if "exactly_once" in entry and "at_least_once" in entry:
             lines.append(
-                f"* **{point_label(key)}** (a longer drain, which where its last commits fall moves less): "
+                f"* **{point_label(key)}** (a longer drain, less moved by where its last commits fall): "
                 f"exactly_once throughput {_s(entry['exactly_once'][THROUGHPUT])} events/s vs at_least_once "
                 f"{_s(entry['at_least_once'][THROUGHPUT])}: ratio {figure(entry['throughput_ratio']['median'], 2)}.")
     for key in sorted(k for k in sweep if "stock_faust" in summary[k]):
