@@ -155,7 +155,10 @@ def _marginal_drain(summary: dict, base: Optional[PointKey]) -> list[str]:
             continue
         found = stats.marginal_drain_rate((measured[0], measured[1]), (measured[2], measured[3]))
         if found is not None:
-            parts.append(f"{g} {figure(found[0])} events/s plus {figure(found[1], 1)} s")
+            rate, fixed = found
+            parts.append(f"{g} {figure(rate)} events/s plus {figure(fixed, 1)} s" + (
+                " (a negative time: its larger backlog drained slower per event than the smaller one, so the runs "
+                "were not alike and this rate says little)" if fixed < 0 else ""))
     if not parts:
         return []
     return [f"* **Marginal drain rate** ({point_label(small).rsplit(', ', 1)[0]}): " + "; ".join(parts)

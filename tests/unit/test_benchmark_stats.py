@@ -141,6 +141,11 @@ def test_the_report_takes_the_marginal_drain_rate_from_the_backlogs_run_at_one_c
     [line] = _marginal_drain(summary, base)
     assert "at_least_once" not in line and "exactly_once 10,000 events/s" in line
 
+    # the larger backlog drained slower per event than the smaller one: a time below zero, said to mean little
+    summary[PointKey(1000, 0, 6, 1, 200_000)]["exactly_once"] = drained(186_000, 30.0)["exactly_once"]
+    [line] = _marginal_drain(summary, base)
+    assert "exactly_once 5,983 events/s plus -1.1 s (a negative time: its larger backlog drained slower" in line
+
 
 def test_the_setup_names_the_unmeasured_warm_up_runs_and_what_the_broker_spent_on_them():
     from benchmarks.report import warm_up_lines
