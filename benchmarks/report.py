@@ -77,7 +77,7 @@ def headline(summary: dict, references: dict, latency_rate: Optional[float] = No
             f"{figure(entry['exactly_once']['latency_ms.p99']['median'])} ms vs "
             f"{figure(entry['at_least_once']['latency_ms.p99']['median'])} ms."
         )
-    for key in sorted(k for k in summary if base and k[1:4] == base[1:4] and k.backlog > base.backlog):
+    for key in _larger_backlogs(summary, base):
         entry = summary[key]
         if "exactly_once" in entry and "at_least_once" in entry:
             lines.append(
@@ -138,10 +138,15 @@ def _scaling(summary: dict) -> list[str]:
     return lines
 
 
+def _larger_backlogs(summary: dict, base: Optional[PointKey]) -> list[PointKey]:
+    """The points that differ from the first only in a larger backlog (and maybe the commit interval)."""
+    return sorted(k for k in summary if base and k[1:4] == base[1:4] and k.backlog > base.backlog)
+
+
 def _marginal_drain(summary: dict, base: Optional[PointKey]) -> list[str]:
     """The rate each further event of backlog drains at, and the time every drain takes, from the first
     point's smallest backlog and the largest run beside it (:func:`benchmarks.stats.marginal_drain_rate`)."""
-    larger = [k for k in summary if base and k[1:4] == base[1:4] and k.backlog > base.backlog]
+    larger = _larger_backlogs(summary, base)
     if not larger:
         return []
     large = max(larger, key=lambda k: k.backlog)
@@ -174,7 +179,7 @@ def _memory(summary: dict, base: Optional[PointKey]) -> list[str]:
     stays bounded as the backlog grows."""
     alike = [k for k in summary if base and (k.record_bytes, k.partitions, k.workers)
              == (base.record_bytes, base.partitions, base.workers)]
-    larger = [k for k in alike if k.backlog != base.backlog]
+    larger = _larger_backlogs(summary, base)
     if not larger:
         return []
     keys = sorted((k for k in alike if k.interval_ms == larger[0].interval_ms), key=lambda k: k.backlog)
