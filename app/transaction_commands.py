@@ -1,7 +1,7 @@
 """Transaction operations against a live cluster: ``faust -A app <command> --help``.
 
-``transactions``, ``hanging-transactions``, ``abort-transaction`` and ``lso``
-speak the Kafka protocol from Python (:mod:`kafka_ops.transactions`): they need no
+``transactions``, ``hanging-transactions``, ``abort-transaction``, ``lost-markers``
+and ``lso`` speak the Kafka protocol from Python (:mod:`kafka_ops.transactions`): they need no
 Java and no broker jars, only the cluster at KAFKA_BOOTSTRAP_SERVERS (or the
 local broker). ``faust --json -A app <command>`` prints JSON instead of tables.
 """
@@ -18,6 +18,7 @@ from faust.cli import AppCommand, argument, option
 from app import app
 from config import settings
 from kafka_ops import transactions as txn
+from kafka_ops.lost_markers import find_lost_markers, write_lost_markers
 from kafka_ops.wire import Cluster, KafkaWireError
 
 
@@ -132,6 +133,45 @@ async def abort_transaction(self: AppCommand, transactional_id: Optional[str], t
         else:
             self.say(txn.abort_marker_written(txn.abort_on_partition(cluster, admin, topic, partition, producer_id)))
         offsets = txn.partition_offsets(admin, partitions)
+    for o in offsets.values():
+        self.say(f"{o.topic}-{o.partition}: LSO {o.last_stable_offset}, high watermark {o.high_watermark}, "
+                 f"LSO lag {o.lso_lag}")
+
+
+@app.command(
+    option("--topic", "topics", multiple=True,
+           help="Only these topics (repeatable); default: every topic, with __consumer_offsets."),
+    option("--write", is_flag=True, help="Write the markers found (needs ClusterAction on the cluster)."),
+    option("--yes", is_flag=True, help="With --write: do not ask for confirmation (for scripts)."),
+)
+async def lost_markers(self: AppCommand, topics: tuple[str, ...], write: bool, yes: bool) -> None:
+    """Find, and with --write write, the transaction markers a broker lost.
+
+    A partition that holds open a transaction its coordinator has finished waits
+    for ever (Kafka 4.4.0 can do this after a restart). The coordinator's log
+    (__transaction_state) says whether it committed or aborted it; this writes that
+    marker, as the coordinator would have. Aborting such a transaction instead
+    would throw away what was committed. Needs only a reachable cluster.
+    """
+    with _Operation(self) as (cluster, admin):
+        lost, undecided = find_lost_markers(cluster, admin, settings.kafka_client(), list(topics) or None)
+        for hanging in undecided:
+            p = hanging.producer
+            self.say(f"{p.topic}-{p.partition}: producer {p.producer_id} holds a transaction open that its "
+                     f"coordinator has ended, and its log has no decision for it: see hanging-transactions")
+        if not lost:
+            self.say("no lost markers")
+            return
+        for marker in lost:
+            self.say(marker.describe())
+        if not write:
+            self.say(f"{len(lost)} lost marker(s); write them with --write")
+            return
+        if not yes and not _confirm(f"Write these {len(lost)} marker(s)?"):
+            _fail(self, "nothing written (confirm, or pass --yes)")
+        write_lost_markers(cluster, admin, lost)
+        offsets = txn.partition_offsets(admin, [(m.producer.topic, m.producer.partition) for m in lost])
+    self.say(f"wrote {len(lost)} marker(s)")
     for o in offsets.values():
         self.say(f"{o.topic}-{o.partition}: LSO {o.last_stable_offset}, high watermark {o.high_watermark}, "
                  f"LSO lag {o.lso_lag}")

@@ -194,7 +194,8 @@ class CommittedOffsets:
                 raise KafkaException(KafkaError(
                     KafkaError._TIMED_OUT,
                     f"transactions on {_partitions_text(awaited)} still open after {within_s:.0f} s; one that "
-                    "never ends (a hanging transaction) must be aborted: kafka-transactions.sh find-hanging"))
+                    "never ends needs an operator: write the markers the broker lost (faust-eos's lost-markers "
+                    "command), or abort a hanging transaction (kafka-transactions.sh find-hanging)"))
             time.sleep(0.2)
             now = self._watermarks(list(awaited), timeout_s)
             awaited = {key: high for key, high in awaited.items() if now[key][1] < high}

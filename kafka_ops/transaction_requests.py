@@ -67,10 +67,12 @@ def list_transactions_body(states: Iterable[str]) -> bytes:
     return compact_array(list(states), compact_string) + compact_array([], int64) + NO_TAGS
 
 
-def parse_list_transactions(reader: Reader) -> list[tuple[str, int, str]]:
-    """(transactional id, producer id, state) of each listed transaction."""
+def parse_list_transactions(reader: Reader, retriable: Iterable[int] = ()) -> Optional[list[tuple[str, int, str]]]:
+    """(transactional id, producer id, state) of each listed transaction; None for a ``retriable`` error."""
     reader.int32()  # throttle_time_ms
     error = reader.int16()
+    if error in retriable:
+        return None
     if error:
         raise TransactionToolError(f"ListTransactions failed: {error_name(error)}")
     reader.compact_array(reader.compact_string)  # unknown state filters
@@ -180,10 +182,14 @@ def parse_describe_producers(reader: Reader) -> tuple[list[PartitionProducer], d
     return producers, errors
 
 
-def write_abort_markers_body(producer: PartitionProducer) -> bytes:
-    """WriteTxnMarkers v1: one abort marker for ``producer`` on its partition."""
+def write_markers_body(producer: PartitionProducer, committed: bool, producer_epoch: Optional[int] = None) -> bytes:
+    """WriteTxnMarkers v1: one commit or abort marker for ``producer`` on its partition.
+
+    ``producer_epoch`` defaults to the epoch the partition knows the producer by.
+    """
+    epoch = producer.producer_epoch if producer_epoch is None else producer_epoch
     topic = compact_string(producer.topic) + compact_array([producer.partition], int32) + NO_TAGS
-    marker = (int64(producer.producer_id) + int16(producer.producer_epoch) + int8(0)  # transaction_result: abort
+    marker = (int64(producer.producer_id) + int16(epoch) + int8(1 if committed else 0)  # transaction_result
               + compact_array([topic], lambda t: t) + int32(max(producer.coordinator_epoch, 0)) + NO_TAGS)
     return compact_array([marker], lambda m: m) + NO_TAGS
 

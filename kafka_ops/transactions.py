@@ -37,7 +37,7 @@ from kafka_ops.transaction_requests import (
     parse_find_coordinators,
     parse_list_transactions,
     parse_write_txn_markers,
-    write_abort_markers_body,
+    write_markers_body,
 )
 from kafka_ops.wire import (
     DESCRIBE_PRODUCERS,
@@ -127,8 +127,11 @@ def list_transactions(cluster: Cluster, *, include_closed: bool = False) -> list
     states = () if include_closed else OPEN_STATES  # no filter lists every state
     ids: set[str] = set()
     for _, connection in cluster.each_broker():  # each broker coordinates some transactional ids
-        _, reader = connection.call(LIST_TRANSACTIONS, lambda v: list_transactions_body(states))
-        ids.update(transactional_id for transactional_id, _, _ in parse_list_transactions(reader))
+        def attempt() -> Optional[list[tuple[str, int, str]]]:
+            _, reader = connection.call(LIST_TRANSACTIONS, lambda v: list_transactions_body(states))
+            return parse_list_transactions(reader, RETRIABLE)
+
+        ids.update(transactional_id for transactional_id, _, _ in _retrying("ListTransactions", attempt))
     described = describe_transactions(cluster, sorted(ids))
     if not include_closed:  # a transaction may have ended between the two requests
         described = {k: t for k, t in described.items() if t.open}
@@ -272,7 +275,7 @@ def abort_on_partition(cluster: Cluster, admin: AdminClient, topic: str, partiti
         raise TransactionToolError(f"{topic}-{partition} has open transactions of producers {ids}: pass --producer-id")
     producer = open_here[0]
     _, reader = cluster.connection(leaders[(topic, partition)]).call(
-        WRITE_TXN_MARKERS, lambda v: write_abort_markers_body(producer))
+        WRITE_TXN_MARKERS, lambda v: write_markers_body(producer, committed=False))
     error = parse_write_txn_markers(reader).get((topic, partition))
     if error is None:
         raise TransactionToolError(f"the leader of {topic}-{partition} did not answer for that partition")

@@ -196,7 +196,13 @@ class Reader:
             shift += 7
 
     def compact_string(self) -> str | None:
-        length = self.uvarint() - 1
+        return self._text(self.uvarint() - 1)
+
+    def string(self) -> str | None:
+        """A non-flexible (int16-length) string."""
+        return self._text(self.int16())
+
+    def _text(self, length: int) -> str | None:
         if length < 0:
             return None
         value = self.data[self.pos : self.pos + length].decode()
@@ -205,6 +211,11 @@ class Reader:
 
     def compact_array(self, read: Callable[[], T]) -> list[T]:
         count = self.uvarint() - 1
+        return [read() for _ in range(max(count, 0))]
+
+    def array(self, read: Callable[[], T]) -> list[T]:
+        """A non-flexible (int32-count) array; a null one reads as empty."""
+        count = self.int32()
         return [read() for _ in range(max(count, 0))]
 
     def tags(self) -> None:

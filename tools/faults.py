@@ -55,6 +55,7 @@ from kafka_ops.offsets import READ_UNCOMMITTED, admin_end_offsets, read_offsets
 from kafka_ops.transactions import describe_transactions
 from kafka_ops.wire_security import cluster as wire_cluster
 from tools import broker
+from tools.markers import MarkerMender
 from tools.observers import FollowerView, Verifier
 from tools.run import PipelineRun
 from tools.workers import Worker, wait_for
@@ -120,6 +121,8 @@ class Outcome:
     follow_differences: dict[str, int] = field(default_factory=dict)  # what reconcile --follow found, by kind
     problems: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: markers the broker lost around a restart, written by the harness as an operator would (tools.markers)
+    lost_markers_written: list[str] = field(default_factory=list)
 
     @property
     def exact(self) -> bool:
@@ -141,6 +144,8 @@ class FaultRun:
         self.outcome = Outcome(guarantee=guarantee, plan=asdict(plan))
         self.retired: list[Worker] = []  # workers the harness stopped on purpose
         self.follower: Optional[Worker] = None  # reconcile --follow, beside the workers (in run.followers)
+        self.mender: Optional[MarkerMender] = None  # from the first broker restart on
+        self.started = time.monotonic()  # of the load, set again when it starts
         self.admin = admin(self.settings)
         self._stale_admins: list = []  # kept alive: destroying a client right after a broker restart is not safe
         self.offsets_reader = Consumer({  # reads the group's committed offsets; never joins it
@@ -158,6 +163,8 @@ class FaultRun:
         try:
             return self._execute()
         finally:  # on failure too: leave no worker running (nor paused)
+            if self.mender is not None:
+                self.mender.stop(last_check=False)
             for worker in [*self.run.workers, *self.run.followers]:
                 worker.kill()
             self.offsets_reader.close()
@@ -170,7 +177,7 @@ class FaultRun:
         verifier = Verifier(self.settings)
         verifier.start()
         load = threading.Thread(target=self._produce, daemon=True)
-        started = time.monotonic()
+        self.started = started = time.monotonic()
         load.start()
         for at, fault in self.plan.schedule():
             time.sleep(max(0.0, started + at - time.monotonic()))
@@ -183,6 +190,9 @@ class FaultRun:
         report = self._settle()
         self._record(report)
         self._check_follower()
+        if self.mender is not None:
+            self.mender.stop()
+            self.outcome.lost_markers_written = self.mender.written
         self.outcome.checks["no open transaction"] = self._no_open_transactions()
         verifier.stop()
         self.outcome.verifier_records = verifier.records
@@ -291,6 +301,9 @@ class FaultRun:
         # a client's cached leader epochs are stale now (FENCED_LEADER_EPOCH): use a new one
         self._stale_admins.append(self.admin)
         self.admin = admin(self.settings)
+        if self.mender is None:
+            self.mender = MarkerMender(self.settings, lambda: self.admin, self.started)
+            self.mender.start()
 
     # -- measurements -------------------------------------------------------------
     def _committed(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -451,6 +464,8 @@ def summary(outcome: Outcome) -> str:
                      + ", ".join(f"{kind} {n:,}" for kind, n in outcome.follow_differences.items()))
     lines += [f"  [{'ok' if ok else 'FAILED'}] {check}" for check, ok in outcome.checks.items()]
     lines += [f"  note: {note}" for note in outcome.notes]
+    lines += [f"  the broker lost a marker; the harness wrote it from the coordinator's log: {line}"
+              for line in outcome.lost_markers_written]
     lines.append(f"  => {'EXACT' if outcome.exact else 'NOT EXACT'}"
                  + ("" if outcome.guarantee == "exactly_once" else f", {'NO' if not outcome.losses else 'SOME'} LOSS"))
     return "\n".join(lines)

@@ -6,11 +6,12 @@ from kafka_ops.wire import NO_TAGS, Reader, compact_array, compact_string, int16
 from kafka_ops.transaction_requests import (
     PartitionProducer,
     Transaction,
+    TransactionToolError,
     parse_describe_producers,
     parse_describe_transactions,
     parse_list_transactions,
     parse_write_txn_markers,
-    write_abort_markers_body,
+    write_markers_body,
 )
 from kafka_ops.transactions import hanging_reasons, lso_rows, transaction_rows
 
@@ -29,6 +30,13 @@ def test_list_transactions_response_is_parsed():
     entry = compact_string("a") + int64(5) + compact_string("Ongoing") + NO_TAGS
     body = int32(0) + int16(0) + compact_array(["Bogus"], compact_string) + compact_array([entry], bytes) + NO_TAGS
     assert parse_list_transactions(Reader(body)) == [("a", 5, "Ongoing")]
+
+
+def test_list_transactions_answer_of_a_loading_coordinator_is_retriable_and_others_fail():
+    loading = int32(0) + int16(14) + compact_array([], compact_string) + compact_array([], bytes) + NO_TAGS
+    assert parse_list_transactions(Reader(loading), retriable={14}) is None
+    with pytest.raises(TransactionToolError, match="COORDINATOR_LOAD_IN_PROGRESS"):
+        parse_list_transactions(Reader(loading))
 
 
 def test_describe_transactions_response_is_parsed_with_sorted_partitions():
@@ -50,10 +58,11 @@ def test_describe_producers_response_is_parsed_with_partition_errors():
     assert errors == {("t", 1): "not the leader"}
 
 
-def test_abort_marker_request_carries_the_partition_producer_and_coordinator_epoch():
-    reader = Reader(write_abort_markers_body(open_on()))
+@pytest.mark.parametrize("committed", [False, True])
+def test_marker_request_carries_the_partition_producer_result_and_coordinator_epoch(committed):
+    reader = Reader(write_markers_body(open_on(), committed))
     assert reader.uvarint() == 2  # one marker
-    assert (reader.int64(), reader.int16(), reader.boolean()) == (7, 1, False)  # producer, epoch, abort
+    assert (reader.int64(), reader.int16(), reader.boolean()) == (7, 1, committed)  # producer, epoch, result
     assert reader.uvarint() == 2 and reader.compact_string() == "t"
     assert reader.compact_array(reader.int32) == [0]
     reader.tags()
@@ -63,8 +72,14 @@ def test_abort_marker_request_carries_the_partition_producer_and_coordinator_epo
     assert reader.done()
 
 
+def test_a_marker_can_carry_another_epoch_than_the_partition_knows():
+    reader = Reader(write_markers_body(open_on(), True, producer_epoch=2))
+    reader.uvarint()
+    assert (reader.int64(), reader.int16()) == (7, 2)
+
+
 def test_unknown_coordinator_epoch_is_sent_as_zero():
-    body = write_abort_markers_body(PartitionProducer("t", 0, 7, 1, -1, 40, 0))
+    body = write_markers_body(PartitionProducer("t", 0, 7, 1, -1, 40, 0), committed=False)
     assert body[-6:-2] == int32(0)
 
 
