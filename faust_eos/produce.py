@@ -79,7 +79,7 @@ def send_all(producer: Producer, records: Sequence[StagedRecord], timeout_s: flo
         on_step(f"list_topics {topic}")
         if _learn_topic(producer, topic, timeout_s):
             known_topics.add(topic)
-    deliveries = Deliveries(records, range(len(records)) if report_every_record else reported_indexes(records))
+    deliveries = Deliveries(records, set(range(len(records))) if report_every_record else reported_indexes(records))
     on_step("produce")
     drained_by = time.monotonic() + timeout_s  # back-pressure: one bounded wait per call
     produce = producer.produce
@@ -110,11 +110,10 @@ def send_all(producer: Producer, records: Sequence[StagedRecord], timeout_s: flo
 class Deliveries:
     """The delivery reports of one batch of records, filled in by whichever thread serves them."""
 
-    def __init__(self, records: Sequence[StagedRecord], reported: Sequence[int]) -> None:
+    def __init__(self, records: Sequence[StagedRecord], reported: set[int]) -> None:
         self._records = records
-        self._reported = reported
         #: the indexes of the records whose delivery is reported
-        self.reported = set(reported)
+        self.reported = reported
         self._delivered: list[Optional[RecordMetadata]] = [None] * len(records)
         self._errors: list[KafkaError] = []
         self.waiting = len(reported)  # reports not served yet, failed ones included
@@ -134,7 +133,7 @@ class Deliveries:
         or if one is still unreported (``timeout_s``: how long it was waited for)."""
         if self._errors:
             raise KafkaException(self._errors[0])
-        undelivered = sum(1 for index in self._reported if self._delivered[index] is None)
+        undelivered = sum(1 for index in self.reported if self._delivered[index] is None)
         if undelivered:
             raise KafkaException(
                 KafkaError(KafkaError._TIMED_OUT, f"{undelivered} records undelivered after {timeout_s} s "
@@ -151,17 +150,17 @@ class Deliveries:
         return metadata
 
 
-def reported_indexes(records: Sequence[StagedRecord]) -> list[int]:
+def reported_indexes(records: Sequence[StagedRecord]) -> set[int]:
     """The records whose delivery must be reported: those whose metadata is read, and the last table
     write of each changelog partition."""
     last_write: dict[tuple[str, Optional[int]], int] = {}
-    reported = []
+    reported = set()
     for index, record in enumerate(records):
         if record.write is not None:
             last_write[(record.topic, record.partition)] = index
         if record.needs_metadata():
-            reported.append(index)
-    return sorted(set(reported) | set(last_write.values()))
+            reported.add(index)
+    return reported | set(last_write.values())
 
 
 def _not_asked(record: StagedRecord) -> RecordMetadata:

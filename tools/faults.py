@@ -37,26 +37,25 @@ import threading
 import time
 import urllib.request
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from app.kafka import CLIENT_LOG, admin, producer_config
+from app.kafka import CLIENT_LOG, admin
 from app.loadgen import LoadSpec
-from app.reconcile import SENTINEL_HEADER
 import config
 from config import GUARANTEES, REPO_ROOT
 from faust_eos.offsets import retrying
 from faust_eos.outside import worker_id
 from faust_eos.transaction import worker_transactional_id
-from kafka_ops.offsets import READ_UNCOMMITTED, admin_end_offsets, read_offsets
 from kafka_ops.transactions import describe_transactions
 from kafka_ops.wire_security import cluster as wire_cluster
 from tools import broker
+from tools.fault_outcome import Outcome, summary
 from tools.markers import MarkerMender
-from tools.observers import FollowerView, Verifier
+from tools.observers import FollowerView, Verifier, no_open_transactions, sentinels_only
 from tools.run import PipelineRun
 from tools.workers import Worker, wait_for
 
@@ -95,38 +94,6 @@ class Plan:
             return []
         span = self.duration_s * 0.7 / len(names)
         return [(self.duration_s * 0.1 + i * span + rng.uniform(0, span * 0.3), name) for i, name in enumerate(names)]
-
-
-@dataclass
-class Outcome:
-    """What one run measured."""
-
-    guarantee: str
-    plan: dict
-    events_in: int = 0
-    events_aggregated: int = 0
-    upstream_duplicates: int = 0
-    duplicates_in_output: int = 0
-    losses: int = 0
-    dead_letters: int = 0
-    expected_dead_letters: int = 0
-    late_events: int = 0  # of the expected dead letters: events whose window had closed
-    fenced_zombie_writes: int = 0
-    recovery_s: list[float] = field(default_factory=list)
-    #: per lost worker: seconds from the loss until every input partition it owned committed again
-    recovery_after_loss_s: list[float] = field(default_factory=list)
-    faults_done: list[str] = field(default_factory=list)
-    verifier_records: int = 0
-    checks: dict[str, bool] = field(default_factory=dict)
-    follow_differences: dict[str, int] = field(default_factory=dict)  # what reconcile --follow found, by kind
-    problems: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    #: markers the broker lost around a restart, written by the harness as an operator would (tools.markers)
-    lost_markers_written: list[str] = field(default_factory=list)
-
-    @property
-    def exact(self) -> bool:
-        return all(self.checks.values()) and not self.duplicates_in_output and not self.losses
 
 
 class FaultRun:
@@ -193,12 +160,12 @@ class FaultRun:
         if self.mender is not None:
             self.mender.stop()
             self.outcome.lost_markers_written = self.mender.written
-        self.outcome.checks["no open transaction"] = self._no_open_transactions()
+        self.outcome.checks["no open transaction"] = no_open_transactions(self.settings, self.admin)
         verifier.stop()
         self.outcome.verifier_records = verifier.records
         self.outcome.checks["verifier saw every committed update"] = verifier.records == report["total_updates"]
         self._stop_workers()
-        self.outcome.checks["sentinel is all a reader at the end sees"] = self._sentinels_only()
+        self.outcome.checks["sentinel is all a reader at the end sees"] = sentinels_only(self.settings, self.admin)
         self.outcome.checks["fresh worker rebuilds the expected totals"] = self._fresh_worker_matches(report)
         return self.outcome
 
@@ -376,45 +343,6 @@ class FaultRun:
         else:
             self.outcome.checks["reconcile --follow: nothing missing"] = self.outcome.follow_differences.get("missing") == 0
 
-    def _no_open_transactions(self) -> bool:
-        """LSO equals the high watermark on every output and changelog partition."""
-        topics = [t for t in self.admin.list_topics(timeout=30).topics if self._is_pipeline_output(t)]
-        partitions = [(t, p) for t in topics for p in range(self.plan.partitions)]
-        end_offsets = admin_end_offsets(self.admin, timeout_s=30)
-        for _ in range(10):  # a commit in flight holds the LSO back for a moment
-            if all(o.lso_lag == 0 for o in read_offsets(end_offsets, partitions).values()):
-                return True
-            time.sleep(1)
-        return False
-
-    def _is_pipeline_output(self, topic: str) -> bool:
-        s = self.settings
-        return topic in s.output_topics or (topic.startswith(s.app_id + "-") and topic.endswith("-changelog"))
-
-    def _sentinels_only(self) -> bool:
-        """Write a committed sentinel to every output partition; a read_committed reader
-        positioned at the end must see exactly those sentinels and nothing else."""
-        s = self.settings
-        tps = [TopicPartition(t, p) for t in (s.totals_topic, s.windows_topic, s.dlq_topic) for p in range(self.plan.partitions)]
-        ends = admin_end_offsets(self.admin, timeout_s=30)(READ_UNCOMMITTED, [(tp.topic, tp.partition) for tp in tps])
-        reader = Consumer({**s.kafka_client(), "group.id": f"{s.app_id}-sentinel",
-                           "isolation.level": "read_committed", "enable.auto.commit": False})
-        reader.assign([TopicPartition(topic, partition, end) for (topic, partition), end in ends.items()])
-        producer = Producer(producer_config(s, **{"transactional.id": f"{s.app_id}-sentinel"}))
-        producer.init_transactions(30)
-        producer.begin_transaction()
-        for tp in tps:
-            producer.produce(tp.topic, key=b"sentinel", value=b"sentinel", partition=tp.partition,
-                             headers=[(SENTINEL_HEADER, b"1")])
-        producer.commit_transaction(30)
-        seen: list[bytes] = []
-        deadline = time.monotonic() + 30
-        while len(seen) < len(tps) and time.monotonic() < deadline:
-            seen.extend(m.value() for m in reader.consume(100, timeout=0.5) if not m.error())
-        extra = [m.value() for m in reader.consume(100, timeout=2.0) if not m.error()]
-        reader.close()
-        return len(seen) == len(tps) and not extra and all(v == b"sentinel" for v in seen)
-
     def _stop_workers(self) -> None:
         for worker in self.run.workers:
             if worker in self.retired:
@@ -443,32 +371,6 @@ def _owned(worker: Worker) -> list[tuple[str, int]]:
     """Input partitions the worker resumed last, from its log ([] before it has any)."""
     matches = RESUMED.findall(worker.log_text())
     return [(t, int(p)) for t, p, _ in TP_TEXT.findall(matches[-1])] if matches else []
-
-
-def summary(outcome: Outcome) -> str:
-    lines = [
-        f"{outcome.guarantee}: faults {', '.join(outcome.faults_done) or 'none'}",
-        f"  events in {outcome.events_in:,}; aggregated {outcome.events_aggregated:,}; "
-        f"upstream duplicates {outcome.upstream_duplicates:,}; dead letters {outcome.dead_letters:,} "
-        f"(expected {outcome.expected_dead_letters:,}, of them late {outcome.late_events:,})",
-        f"  duplicates in output {outcome.duplicates_in_output:,}; losses {outcome.losses:,}; "
-        f"fenced zombie writes {outcome.fenced_zombie_writes:,}; verifier read {outcome.verifier_records:,} updates",
-    ]
-    if outcome.recovery_s:
-        lines.append(f"  recovery after kill (s): {', '.join(f'{s:.1f}' for s in outcome.recovery_s)}")
-    if outcome.recovery_after_loss_s:
-        lines.append("  recovery after loss, every partition (s): "
-                     + ", ".join(f"{s:.1f}" for s in outcome.recovery_after_loss_s))
-    if outcome.follow_differences:
-        lines.append("  reconcile --follow found: "
-                     + ", ".join(f"{kind} {n:,}" for kind, n in outcome.follow_differences.items()))
-    lines += [f"  [{'ok' if ok else 'FAILED'}] {check}" for check, ok in outcome.checks.items()]
-    lines += [f"  note: {note}" for note in outcome.notes]
-    lines += [f"  the broker lost a marker; the harness wrote it from the coordinator's log: {line}"
-              for line in outcome.lost_markers_written]
-    lines.append(f"  => {'EXACT' if outcome.exact else 'NOT EXACT'}"
-                 + ("" if outcome.guarantee == "exactly_once" else f", {'NO' if not outcome.losses else 'SOME'} LOSS"))
-    return "\n".join(lines)
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tools.faults import FAULTS, FaultRun, Plan, summary
+from tools.fault_outcome import summary
+from tools.faults import FAULTS, FaultRun, Plan
 
 SHORT = dict(workers=3, partitions=6, rate=150.0, duration_s=30.0)
 
