@@ -26,14 +26,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafka_ops.offsets import PartitionKey
-from kafka_ops.transaction_requests import (
-    PartitionProducer,
-    TransactionToolError,
-    parse_write_txn_markers,
-    write_markers_body,
-)
-from kafka_ops.transactions import HangingTransaction, find_hanging, topic_leaders
-from kafka_ops.wire import WRITE_TXN_MARKERS, Cluster, Reader, error_name
+from kafka_ops.transaction_requests import PartitionProducer, TransactionToolError
+from kafka_ops.transactions import HangingTransaction, find_hanging, topic_leaders, topic_names, write_marker
+from kafka_ops.wire import Cluster, Reader
 
 TRANSACTION_LOG = "__transaction_state"
 GROUP_OFFSETS = "__consumer_offsets"  # a transaction's offset commit waits for its marker there too
@@ -173,8 +168,7 @@ def find_lost_markers(cluster: Cluster, admin: AdminClient, client: Mapping[str,
     ``topics`` defaults to every topic but the internal ones, with the group offsets.
     """
     if topics is None:
-        names = admin.list_topics(timeout=10).topics
-        topics = sorted(t for t in names if not t.startswith("__") or t == GROUP_OFFSETS)
+        topics = sorted(t for t in topic_names(admin) if not t.startswith("__") or t == GROUP_OFFSETS)
     ended = [h for h in find_hanging(cluster, admin, topics) if ended_by_coordinator(h)]
     if not ended:
         return [], []
@@ -194,10 +188,4 @@ def write_lost_markers(cluster: Cluster, admin: AdminClient, lost: list[LostMark
     leaders = topic_leaders(admin, sorted({m.producer.topic for m in lost}))
     for marker in lost:
         p = marker.producer
-        _, reader = cluster.connection(leaders[(p.topic, p.partition)]).call(
-            WRITE_TXN_MARKERS, lambda v: write_markers_body(p, marker.committed, marker.decision.producer_epoch))
-        error = parse_write_txn_markers(reader).get((p.topic, p.partition))
-        if error is None:
-            raise TransactionToolError(f"the leader of {p.topic}-{p.partition} did not answer for that partition")
-        if error:
-            raise TransactionToolError(f"the leader of {p.topic}-{p.partition} refused the marker: {error_name(error)}")
+        write_marker(cluster, leaders[(p.topic, p.partition)], p, marker.committed, marker.decision.producer_epoch)

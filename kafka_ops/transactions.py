@@ -138,12 +138,21 @@ def list_transactions(cluster: Cluster, *, include_closed: bool = False) -> list
     return sorted(described.values(), key=lambda t: (t.start_time_ms < 0, t.start_time_ms, t.transactional_id))
 
 
-def topic_leaders(admin: AdminClient, topics: Optional[list[str]]) -> dict[PartitionKey, int]:
-    """(topic, partition) -> leader node id, for ``topics`` (None: every non-internal topic)."""
+def _cluster_metadata(admin: AdminClient) -> Any:
     try:
-        metadata = admin.list_topics(timeout=10)
+        return admin.list_topics(timeout=10)
     except KafkaException as exc:
         raise TransactionToolError(f"cannot read the cluster's topics: {exc.args[0].str()}") from None
+
+
+def topic_names(admin: AdminClient) -> set[str]:
+    """Every topic of the cluster, the internal ones too."""
+    return set(_cluster_metadata(admin).topics)
+
+
+def topic_leaders(admin: AdminClient, topics: Optional[list[str]]) -> dict[PartitionKey, int]:
+    """(topic, partition) -> leader node id, for ``topics`` (None: every non-internal topic)."""
+    metadata = _cluster_metadata(admin)
     if topics is None:
         topics = sorted(t for t in metadata.topics if not t.startswith("__"))
     missing = [t for t in topics if t not in metadata.topics or metadata.topics[t].error is not None]
@@ -274,14 +283,22 @@ def abort_on_partition(cluster: Cluster, admin: AdminClient, topic: str, partiti
         ids = ", ".join(str(p.producer_id) for p in open_here)
         raise TransactionToolError(f"{topic}-{partition} has open transactions of producers {ids}: pass --producer-id")
     producer = open_here[0]
-    _, reader = cluster.connection(leaders[(topic, partition)]).call(
-        WRITE_TXN_MARKERS, lambda v: write_markers_body(producer, committed=False))
-    error = parse_write_txn_markers(reader).get((topic, partition))
-    if error is None:
-        raise TransactionToolError(f"the leader of {topic}-{partition} did not answer for that partition")
-    if error:
-        raise TransactionToolError(f"the leader of {topic}-{partition} refused the abort marker: {error_name(error)}")
+    write_marker(cluster, leaders[(topic, partition)], producer, committed=False)
     return producer
+
+
+def write_marker(cluster: Cluster, leader: int, producer: PartitionProducer, committed: bool,
+                 producer_epoch: Optional[int] = None) -> None:
+    """Write a commit or abort marker for ``producer`` on its partition, through the partition's ``leader``."""
+    tp = (producer.topic, producer.partition)
+    _, reader = cluster.connection(leader).call(
+        WRITE_TXN_MARKERS, lambda v: write_markers_body(producer, committed, producer_epoch))
+    error = parse_write_txn_markers(reader).get(tp)
+    if error is None:
+        raise TransactionToolError(f"the leader of {tp[0]}-{tp[1]} did not answer for that partition")
+    if error:
+        kind = "commit" if committed else "abort"
+        raise TransactionToolError(f"the leader of {tp[0]}-{tp[1]} refused the {kind} marker: {error_name(error)}")
 
 
 def abort_marker_written(producer: PartitionProducer) -> str:

@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient
 from config import Settings
 from kafka_ops.lost_markers import GROUP_OFFSETS, find_lost_markers, write_lost_markers
 from kafka_ops.transaction_requests import TransactionToolError
+from kafka_ops.transactions import topic_names
 from kafka_ops.wire import KafkaWireError
 from kafka_ops.wire_security import cluster as wire_cluster
 
@@ -69,5 +70,4 @@ class MarkerMender(threading.Thread):
 
     def _topics(self, admin: AdminClient) -> list[str]:
         prefixes = (self.settings.topic_prefix, self.settings.app_id + "-")
-        names = admin.list_topics(timeout=10).topics
-        return sorted(t for t in names if t.startswith(prefixes) or t == GROUP_OFFSETS)
+        return sorted(t for t in topic_names(admin) if t.startswith(prefixes) or t == GROUP_OFFSETS)

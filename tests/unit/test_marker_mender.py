@@ -58,7 +58,7 @@ def test_the_harness_writes_what_it_finds_on_the_runs_topics_and_keeps_a_line_fo
 
 def test_a_round_that_fails_writes_nothing_and_the_next_one_tries_again(monkeypatch, mender):
     def refused(*args):
-        raise TransactionToolError("the leader of t-0 refused the marker: NOT_LEADER_OR_FOLLOWER")
+        raise TransactionToolError("the leader of t-0 refused the commit marker: NOT_LEADER_OR_FOLLOWER")
 
     monkeypatch.setattr(markers, "find_lost_markers", lambda *args: ([LostMarker(OPEN_ON_T0, COMMITTED)], []))
     monkeypatch.setattr(markers, "write_lost_markers", refused)
