@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 import uuid
+
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
