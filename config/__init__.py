@@ -123,7 +123,7 @@ def _read(env: Mapping[str, str], name: str, default: T, parse: Callable[[str], 
 
 
 def _default_transaction_timeout_ms(commit_interval_ms: int) -> int:
-    """The layer's own default (``faust_eos.manager.default_transaction_timeout_ms``): 10 s, or three
+    """The layer's own default (``faust_eos.options.default_transaction_timeout_ms``): 10 s, or three
     commit intervals if longer."""
     return max(10_000, 3 * commit_interval_ms)
 

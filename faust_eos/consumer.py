@@ -1,10 +1,10 @@
 """The consumer: what the agents are handed, and how far a commit reaches, under both guarantees.
 
-Faust's aiokafka consumer (through :class:`faust_eos.faust_internals.ConsumerHooks`),
+Faust's aiokafka consumer (through :class:`faust_eos.faust_internals.ConsumerHooks`,
+with the answers its table recovery needs: :mod:`faust_eos.recovery_reads`),
 with delivery decided by :class:`faust_eos.delivery.Delivery`, input partitions
-positioned at their stable committed offsets, restores that end at each
-changelog's last committed record and reach Faust's recovery one fetched
-batch at a time, input batches for agents that take them whole
+positioned at their stable committed offsets, changelogs reaching Faust's recovery
+one fetched batch at a time, input batches for agents that take them whole
 (:mod:`faust_eos.batches`), a commit of what it holds before partitions move,
 no new input handed out while ``max_uncommitted_records`` wait for their commit,
 and timer commits that keep the commit interval's pace (:mod:`faust_eos.timer`).
@@ -17,10 +17,8 @@ import logging
 from typing import Any, AsyncIterator, Iterable, Mapping, Optional, Set, Union
 
 from aiokafka.errors import KafkaError as AioKafkaError
-from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import KafkaException
 from faust.streams import current_event
-from faust.tables.recovery import RebalanceAgain
 from faust.types import TP
 
 from faust_eos import faust_internals, metrics
@@ -29,10 +27,11 @@ from faust_eos.batches import Batch, batch_records, batched_topics
 from faust_eos.delivery import Delivery
 from faust_eos.errors import LocalStateNotWritten, OffsetsLost
 from faust_eos.event_path import EventPaths
-from faust_eos.faust_internals import ConsumerHooks
-from faust_eos.manager import TransactionManager, fetch_max_wait_ms, max_uncommitted_records
+from faust_eos.manager import TransactionManager
 from faust_eos.offsets import CommittedOffsets
+from faust_eos.options import fetch_max_wait_ms, max_uncommitted_records
 from faust_eos.produce import producer_config
+from faust_eos.recovery_reads import RecoveryReads
 from faust_eos.security import librdkafka_client
 from faust_eos.store import Store
 from faust_eos.table_state import TableState
@@ -41,7 +40,7 @@ from faust_eos.timer import commit_every
 log = logging.getLogger(__name__)
 
 
-class Consumer(ConsumerHooks):
+class Consumer(RecoveryReads):
     """Faust's consumer, committing what it holds before partitions move.
 
     Under both guarantees, what its agents are handed and how far a commit reaches
@@ -291,64 +290,6 @@ class Consumer(ConsumerHooks):
 
     async def seek_to_committed(self) -> Mapping[TP, Optional[int]]:
         return await self._position_sources()
-
-    async def highwaters(self, *partitions: TP) -> Mapping[TP, int]:
-        # Faust's recovery asks where each changelog ends and takes a partition as
-        # restored once it has applied the record just before that end. Faust reads
-        # the end from the last fetch response, which may not exist yet for a partition
-        # just assigned; and under transactions the offsets before the end hold commit
-        # markers, not records. Asked of the broker: the offset past the last committed record.
-        if self.in_transaction:
-            try:
-                return await self.transactions.restore_ends(partitions)
-            except KafkaException as exc:
-                # The broker is away for longer than the reads wait: restore again after a rebalance.
-                log.warning("Could not read where the changelogs end (%s); rejoining the group to restore again", exc)
-                self.request_rejoin()
-                raise RebalanceAgain() from exc
-        return await super().highwaters(*partitions)
-
-    async def earliest_offsets(self, *partitions: TP) -> Mapping[TP, int]:
-        # Faust's recovery seeks each changelog to the offset before its first record. Just
-        # after a broker restart the broker can answer -1 for that first record (not known
-        # yet); Faust would then seek to -2, and its recovery, and so the worker, crash.
-        earliest = await super().earliest_offsets(*partitions)
-        unknown = sorted(f"{tp.topic}[{tp.partition}]" for tp, offset in earliest.items()
-                         if offset is not None and offset < 0)
-        if unknown:
-            log.warning("The broker does not know yet where %s start; rejoining the group to restore again",
-                        ", ".join(unknown))
-            self.request_rejoin()
-            raise RebalanceAgain()
-        return earliest
-
-    async def position(self, tp: TP) -> Optional[int]:
-        if self.in_transaction and tp.topic in self.app.tables.changelog_topics:
-            # Faust's recovery asks this only to guess, after a quiet spell, that what is
-            # left of a changelog is transaction markers, and then skips to its end. The
-            # consumer's position runs ahead of records not yet applied (fetched, or
-            # queued for the tables), which that guess skipped. highwaters() says where
-            # the last record is, so no guess is needed: answer how far recovery applied.
-            recovery = self.app.tables.recovery
-            applied = recovery.active_offsets.get(tp, recovery.standby_offsets.get(tp))
-            return -1 if applied is None else applied
-        return await super().position(tp)
-
-    async def seek_to_beginning(self, *partitions: TP) -> None:
-        # declared by Faust's consumer but left unimplemented by its aiokafka driver
-        aio_partitions = [AioTopicPartition(tp.topic, tp.partition) for tp in partitions]
-        await self.call_on_consumer_thread(self.aiokafka_consumer().seek_to_beginning, *aio_partitions)
-
-    def topic_partitions(self, topic: str) -> Optional[int]:
-        # Right after Faust creates a changelog topic, the consumer's metadata can list
-        # it with no partitions, and Faust's check of a table's partitions against its
-        # source topic then fails on every event, for minutes. Unknown (None) skips the
-        # check until a metadata refresh, asked for here, brings the real count.
-        count = super().topic_partitions(topic)
-        if count == 0:
-            self.refresh_metadata()
-            return None
-        return count
 
     async def _seek_source(self, tp: TP, offset: int) -> None:
         """Seek an input partition; Delivery ignores its records from fetches that overlap the seek."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Optional, Set
@@ -27,10 +26,10 @@ from faust_eos.commit import WorkerCommits
 from faust_eos.errors import (
     MissingTopic,
     SendNotCommittable,
-    SettingRefused,
     wait_inside_event_refused,
 )
 from faust_eos.offsets import ChangelogBounds, CommittedOffsets, changelogs_to_check, lost_offsets
+from faust_eos.options import max_uncommitted_records, refuse_settings_that_bypass_transactions, transaction_timeout_ms
 from faust_eos.outside import OutsideEventSends, outside_transactional_id, worker_id
 from faust_eos.produce import producer_config
 from faust_eos.security import librdkafka_client
@@ -49,15 +48,9 @@ from faust_eos.transaction import TransactionalProducer, group_metadata, worker_
 
 log = logging.getLogger(__name__)
 
-#: a transaction nobody ends is aborted by the broker after this long. A worker lost inside one (never
-#: restarted on its directory, so never claiming its id again) holds back every read_committed reader of
-#: the partitions it wrote, and the next owner of its input, until then: short, as Kafka Streams' 10 s
-DEFAULT_TRANSACTION_TIMEOUT_MS = 10_000
-DEFAULT_MAX_UNCOMMITTED_RECORDS = 20_000
 #: how often a broker looks for transactions past their timeout to abort them (Kafka's default
 #: ``transaction.abort.timed.out.transaction.cleanup.interval.ms``), with a margin
 EXPIRED_TRANSACTIONS_CHECK_S = 15.0
-DEFAULT_FETCH_MAX_WAIT_MS = 20
 
 
 class TransactionManager(FaustTransactionManager):
@@ -411,59 +404,3 @@ class TransactionManager(FaustTransactionManager):
                 raise asyncio.CancelledError() from None
             raise
         return await call
-
-
-def transaction_timeout_ms(broker_urls: Iterable[Any], commit_interval_s: float) -> int:
-    """``eos://...?transaction_timeout_ms=30000``: how long the broker lets one of this app's
-    transactions stay open before aborting it; at most the brokers' ``transaction.max.timeout.ms``.
-
-    Default: :data:`DEFAULT_TRANSACTION_TIMEOUT_MS`, or three commit intervals if that is longer.
-    """
-    return _broker_url_option(broker_urls, "transaction_timeout_ms",
-                              default_transaction_timeout_ms(commit_interval_s * 1000), "milliseconds, e.g. 10000")
-
-
-def default_transaction_timeout_ms(commit_interval_ms: float) -> int:
-    """The transaction timeout for this commit interval when none is set: 10 s, or three intervals if longer."""
-    return max(DEFAULT_TRANSACTION_TIMEOUT_MS, math.ceil(3 * commit_interval_ms))
-
-
-def max_uncommitted_records(broker_urls: Iterable[Any]) -> int:
-    """``eos://...?max_uncommitted_records=50000``: how many records (outputs and table writes) may
-    wait for their commit (a transaction; under at-least-once, an offset commit) before one starts early."""
-    return _broker_url_option(broker_urls, "max_uncommitted_records", DEFAULT_MAX_UNCOMMITTED_RECORDS,
-                              "a count of records, e.g. 100000")
-
-
-def fetch_max_wait_ms(broker_urls: Iterable[Any]) -> int:
-    """``eos://...?fetch_max_wait_ms=100``: how long one fetch may wait at the broker for records to arrive.
-
-    A fetch asks for every partition with no fetched records waiting to be processed, and
-    the next one goes out only once it returns. While the input's records wait, a fetch
-    asks only for the other partitions, such as a ``read_committed`` topic whose next
-    records are still in an open transaction, and the broker holds it this long: new input
-    waits behind it. Faust's own 1,500 ms held the input of a two-hop pipeline about a
-    second, several times a minute; each idle fetch costs the broker one request.
-    """
-    return _broker_url_option(broker_urls, "fetch_max_wait_ms", DEFAULT_FETCH_MAX_WAIT_MS,
-                              "milliseconds, e.g. 100")
-
-
-def _broker_url_option(broker_urls: Iterable[Any], name: str, default: int, hint: str) -> int:
-    for url in broker_urls:
-        if name in url.query:
-            value = url.query[name]
-            if not value.isdigit() or int(value) == 0:
-                raise ValueError(f"{name}={value!r} in the broker URL: expected {hint}")
-            return int(value)
-    return default
-
-
-def refuse_settings_that_bypass_transactions(conf: Any) -> None:
-    """Raise :class:`SettingRefused` for a Faust setting under which records would skip their event's transaction."""
-    if conf.stream_publish_on_commit:
-        raise SettingRefused(
-            "stream_publish_on_commit=True makes Faust send an event's records when offsets commit, outside the "
-            "event, so they could not commit with it: leave it off under exactly_once (the records are held "
-            "until their transaction commits anyway)"
-        )

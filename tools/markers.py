@@ -56,10 +56,10 @@ class MarkerMender(threading.Thread):
             self.mend_once()
 
     def mend_once(self) -> None:
-        admin = self.admin()
+        admin, client = self.admin(), self.settings.kafka_client()
         try:
-            with wire_cluster(self.settings.kafka_client()) as cluster:
-                lost, _ = find_lost_markers(cluster, admin, self.settings.kafka_client(), self._topics(admin))
+            with wire_cluster(client) as cluster:
+                lost, _ = find_lost_markers(cluster, admin, client, self._topics(admin))
                 if lost:
                     write_lost_markers(cluster, admin, lost)
         except (TransactionToolError, KafkaWireError, KafkaException, OSError) as exc:

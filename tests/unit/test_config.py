@@ -71,7 +71,7 @@ def test_commit_interval_too_close_to_transaction_timeout_is_rejected():
 
 @pytest.mark.parametrize("interval_ms", [100, 1000, 3333, 3334, 30_000])
 def test_the_transaction_timeout_defaults_to_the_layers_own_default_for_the_commit_interval(interval_ms):
-    from faust_eos.manager import default_transaction_timeout_ms
+    from faust_eos.options import default_transaction_timeout_ms
 
     expected = default_transaction_timeout_ms(interval_ms)
     assert load({"COMMIT_INTERVAL_MS": str(interval_ms)}).transaction_timeout_ms == expected

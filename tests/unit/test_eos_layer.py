@@ -8,7 +8,7 @@ import pytest
 
 from faust_eos import LocalStateNotWritten, SettingRefused, StoreRefused
 from faust_eos.consumer import Consumer
-from faust_eos.manager import (
+from faust_eos.options import (
     DEFAULT_FETCH_MAX_WAIT_MS,
     DEFAULT_MAX_UNCOMMITTED_RECORDS,
     DEFAULT_TRANSACTION_TIMEOUT_MS,

@@ -26,7 +26,7 @@ from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Consumer as
 from faust.types import TP
 from mode.services import ServiceTask
 
-from faust_eos.manager import DEFAULT_FETCH_MAX_WAIT_MS
+from faust_eos.options import DEFAULT_FETCH_MAX_WAIT_MS
 from faust_contract_support import (
     ORDERS,
     RecordingConsumer,
