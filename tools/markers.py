@@ -56,8 +56,9 @@ class MarkerMender(threading.Thread):
             self.mend_once()
 
     def mend_once(self) -> None:
-        admin, client = self.admin(), self.settings.kafka_client()
+        admin = self.admin()
         try:
+            client = self.settings.kafka_client()  # may read a password file: an OSError waits for the next round
             with wire_cluster(client) as cluster:
                 lost, _ = find_lost_markers(cluster, admin, client, self._topics(admin))
                 if lost:
