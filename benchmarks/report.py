@@ -262,7 +262,9 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     yield f"* Kafka {meta['kafka_version']} (KRaft, one node, `localhost`), broker settings from `tools/broker.py`."
     yield (f"* Machine: {m['cores']} cores ({m['cpu_model']}), {m['memory_gib']} GiB memory, load average at "
            f"start {', '.join(f'{x:.2f}' for x in m['load_average_at_start'])}; shared with other workloads.")
-    yield f"* Python {meta['python']}; workers are `faust -A app worker` processes started by `tools.workers`."
+    interpreter = f" (`{meta['python_executable']}`)" if meta.get("python_executable") else ""
+    yield (f"* Python {meta['python']}{interpreter}; workers are `faust -A app worker` processes started by "
+           "`tools.workers`.")
     w = meta["workload"]
     base, _ = interval_sweep(summary)
     others = sorted({k.backlog for k in summary} - {base.backlog}) if base else []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import re
 import sys
@@ -217,6 +218,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             "local_broker": settings.use_local_broker,
             "machine": machine(),
             "python": platform.python_version(),
+            "python_executable": os.path.realpath(sys.executable),  # its build matters (scripts/setup)
             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "workload": asdict(workload),
             "pipeline_settings": {"transaction_timeout_ms": "the default (10 s, or 3 x the commit interval if longer)",

@@ -29,9 +29,10 @@ def profile_section(results: dict) -> Iterable[str]:
         yield "## Where a worker's time goes: a profile"
         yield ""
     yield (f"One more run per guarantee at {point_label(point_key(first['point']))}, its worker sampled by py-spy "
-           f"through the throughput phase (`benchmarks/profile.py`): shares of the event-loop thread's wall-clock "
-           "time, idle included. The producers' and the consumer's own threads are not in it. py-spy pauses the "
-           "worker for each sample, which slows it, so these runs are not in the tables above.")
+           f"through the throughput phase (`benchmarks/profile.py`). First the worker's CPU by thread over that "
+           "time, read from `/proc`: Python runs one thread at a time, so its Python threads together can use at "
+           "most about one core. Then shares of the event-loop thread's wall-clock time, idle included. py-spy "
+           "pauses the worker for each sample, which slows it, so these runs are not in the tables above.")
     yield ""
     heads = " | ".join(SHORT[g] for g in shown)
     yield f"| while profiled | {heads} |"
@@ -40,6 +41,14 @@ def profile_section(results: dict) -> Iterable[str]:
            + " |")
     yield "| seconds sampled | " + " | ".join(figure(profiled[g]["profile"]["seconds"], 1) for g in shown) + " |"
     yield ""
+    kinds = list(dict.fromkeys(k for g in shown for k in profiled[g]["profile"].get("threads", {})))
+    if kinds:
+        yield f"| worker CPU by thread: share (cores) | {heads} |"
+        yield "|---|" + "---|" * len(shown)
+        for kind in kinds:
+            yield f"| {kind} | " + " | ".join(_thread_cpu(profiled[g]["profile"].get("threads", {}).get(kind))
+                                                for g in shown) + " |"
+        yield ""
     yield f"| time inside | {heads} |"
     yield "|---|" + "---|" * len(shown)
     for part in first["profile"]["within"]:
@@ -55,6 +64,10 @@ def profile_section(results: dict) -> Iterable[str]:
 
 def _share(fraction: Optional[float]) -> str:
     return "—" if fraction is None else f"{fraction * 100:.1f} %"
+
+
+def _thread_cpu(used: Optional[dict]) -> str:
+    return "—" if used is None else f"{used['share'] * 100:.1f} % ({used['cores']:.2f})"
 
 
 def long_transaction_section(results: dict, plots: dict[str, str]) -> Iterable[str]:

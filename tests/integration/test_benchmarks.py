@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from benchmarks import profile
 from benchmarks.run import main
 
 pytestmark = pytest.mark.broker
@@ -79,8 +80,11 @@ def test_each_guarantee_has_a_profiled_run_whose_samples_are_the_event_loop_s(qu
         sampled = run["profile"]
         assert sampled["samples"] > 0 and sum(sampled["own"].values()) == pytest.approx(1.0)
         assert sampled["within"]["agent `ingest`"] > 0  # the agent ran while it was sampled
+        assert sampled["threads"][profile.EVENT_LOOP_THREAD]["cores"] > 0  # and used CPU on its event loop
+        assert sum(used["share"] for used in sampled["threads"].values()) == pytest.approx(1.0)
         assert run["counts"]["match"] and run["reconcile_ok"]
-    assert "## Where a worker's time goes: a profile" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "## Where a worker's time goes: a profile" in report and "| worker CPU by thread" in report
 
 
 def test_stalled_transaction_pins_the_lso_until_aborted_by_hand(quick_run):
