@@ -99,27 +99,36 @@ class BatchTable:
     """A table as one batch uses it: each key read from the table once, and written to it once, by
     :meth:`write_back` at the batch's end.
 
-    A batch is one event, so the table ends up where each record's own writes would have left it.
+    A batch is one event, so the table ends up where each record's own writes would have left it,
+    also when a sweep deleted an entry of the table in the middle of the batch (:meth:`write_back`).
     """
 
     def __init__(self, table: Any) -> None:
         self.table = table
         self._values: dict[Any, Any] = {}
         self._written: set[Any] = set()
+        self._found: set[Any] = set()  # keys the table held when the batch first read them
 
     def get(self, key: Any) -> Any:
         try:
             return self._values[key]
         except KeyError:
             value = self._values[key] = self.table.get(key)
+            if value is not None:
+                self._found.add(key)
             return value
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._values[key] = value
         self._written.add(key)
 
-    def write_back(self) -> None:
+    def write_back(self, swept: bool = False) -> None:
+        """Write each written key's last value to the table. ``swept``: a sweep deleted entries of the table
+        during the batch; a key it took stays deleted (its entry had expired, and writing it would bring it back
+        until the sweep passes again)."""
         for key in self._written:
+            if swept and key in self._found and key not in self.table:
+                continue
             self.table[key] = self._values[key]
 
 
@@ -132,16 +141,17 @@ async def aggregate(batches: faust.StreamT[Batch]) -> None:
         partition = str(batch.partition)
         stream_time = seen_until = stream_times.get(partition)
         totals, windows = BatchTable(merchant_totals), BatchTable(window_totals)
-        aggregated = 0
+        aggregated, swept = 0, False
         try:
             for record in batch:
                 stream_time = advance_stream_time(stream_time, record.value.ts)
+                swept = close_windows(stream_time) > 0 or swept
                 await aggregate_one(record, stream_time, totals, windows)
                 aggregated += 1
         finally:
             aggregate_metrics.aggregated.inc(aggregated)
             totals.write_back()
-            windows.write_back()
+            windows.write_back(swept)
             if stream_time != seen_until:
                 stream_times[partition] = stream_time
 
@@ -151,8 +161,6 @@ async def aggregate_one(record: BatchRecord, stream_time: float, totals: BatchTa
     this payment included), in its window."""
     payment: Payment = record.value
     size, grace = settings.window_seconds, settings.window_grace_seconds
-    close_windows(stream_time)
-
     total = add_to_total(totals.get(payment.merchant_id), payment)
     totals[payment.merchant_id] = total
     await topics.merchant_totals.send(key=payment.merchant_id, value=total)

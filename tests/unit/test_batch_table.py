@@ -43,3 +43,32 @@ def test_nothing_reaches_the_table_before_write_back_and_each_written_key_once_a
     assert table.writes == []
     batch.write_back()
     assert sorted(table.writes) == [("m1", 13), ("m2", 1)]  # m3 was only read: not written back
+
+
+class SweptTable(CountingTable):
+    """A table whose entries a sweep may delete meanwhile."""
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.held
+
+    def sweep(self, key: str) -> None:
+        del self.held[key]
+
+
+def test_an_entry_a_sweep_deleted_during_the_batch_is_not_written_back():
+    table = SweptTable({"w1": 1, "w2": 2})
+    batch = BatchTable(table)
+    batch["w1"] = batch.get("w1") + 1  # counted in w1, then w1 closed and was swept
+    batch["w2"] = batch.get("w2") + 1
+    batch["w3"] = 1  # new in this batch: no sweep saw it
+    table.sweep("w1")
+    batch.write_back(swept=True)
+    assert sorted(table.writes) == [("w2", 3), ("w3", 1)] and "w1" not in table
+
+
+def test_without_a_sweep_in_the_batch_every_written_key_is_written_back_unchecked():
+    table = CountingTable({"w1": 1})  # no __contains__: write_back must not ask
+    batch = BatchTable(table)
+    batch["w1"] = batch.get("w1") + 1
+    batch.write_back()
+    assert table.writes == [("w1", 2)]
