@@ -29,7 +29,7 @@ from faust_eos.errors import LocalStateNotWritten, OffsetsLost
 from faust_eos.event_path import EventPaths
 from faust_eos.manager import TransactionManager
 from faust_eos.offsets import CommittedOffsets
-from faust_eos.options import fetch_max_wait_ms, max_uncommitted_records
+from faust_eos.options import FETCH_MIN_BYTES, fetch_max_wait_ms, max_uncommitted_records
 from faust_eos.produce import producer_config
 from faust_eos.recovery_reads import RecoveryReads
 from faust_eos.security import librdkafka_client
@@ -71,6 +71,9 @@ class Consumer(RecoveryReads):
 
     def fetch_wait_ms(self) -> int:
         return fetch_max_wait_ms(self.app.conf.broker)
+
+    def fetch_min_bytes(self) -> int:
+        return FETCH_MIN_BYTES
 
     @property
     def held_sends(self) -> HeldSends:

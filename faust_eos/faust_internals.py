@@ -32,9 +32,10 @@ Private names used, and why:
   for a rebalance, the worker's membership of the group its transactions' offsets
   are checked against, and fresh metadata.
 * ``Consumer._new_consumer_thread`` and ``AIOKafkaConsumerThread._create_worker_consumer``
-  (:class:`ConsumerThreadHooks`), with aiokafka's ``AIOKafkaConsumer._fetch_max_wait_ms``:
-  the worker's aiokafka consumer built with the fetch wait the consumer asks for
-  (:meth:`ConsumerHooks.fetch_wait_ms`) instead of Faust's fixed 1,500 ms.
+  (:class:`ConsumerThreadHooks`), with aiokafka's ``AIOKafkaConsumer._fetch_max_wait_ms``
+  and ``_fetch_min_bytes``: the worker's aiokafka consumer built with the fetch wait and
+  size the consumer asks for (:meth:`ConsumerHooks.fetch_wait_ms`, :meth:`ConsumerHooks.fetch_min_bytes`)
+  instead of Faust's fixed 1,500 ms and aiokafka's 1 byte.
 * the RocksDB store's ``_get``, ``_set``, ``_del``, ``_contains``, ``_iterkeys``,
   ``_itervalues``, ``_iteritems`` and ``_size`` (overridden through
   :class:`StoreHooks`): every read and write of a table's local state.
@@ -127,6 +128,10 @@ class ConsumerHooks(faust_aiokafka.Consumer):
         """How long one fetch may wait at the broker for records; None keeps Faust's (1,500 ms)."""
         return None
 
+    def fetch_min_bytes(self) -> Optional[int]:
+        """How many bytes of records a fetch waits for at the broker (up to the fetch wait); None keeps aiokafka's (1)."""
+        return None
+
     async def note_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
         """Offsets ``offset_from`` to ``offset_to`` of ``tp`` hold no record for the streams."""
         await super()._add_gap(tp, offset_from, offset_to)
@@ -186,13 +191,16 @@ class ConsumerHooks(faust_aiokafka.Consumer):
 
 
 class ConsumerThreadHooks(faust_aiokafka.AIOKafkaConsumerThread):
-    """Faust's consumer thread, building the worker's aiokafka consumer with the consumer's fetch wait."""
+    """Faust's consumer thread, building the worker's aiokafka consumer with the consumer's fetch wait and size."""
 
     def _create_worker_consumer(self, transport: Any) -> Any:
         consumer = super()._create_worker_consumer(transport)
-        wait_ms = self.consumer.fetch_wait_ms()
+        # both read once, by the fetcher its start() builds
+        wait_ms, min_bytes = self.consumer.fetch_wait_ms(), self.consumer.fetch_min_bytes()
         if wait_ms is not None:
-            consumer._fetch_max_wait_ms = wait_ms  # read once, by the fetcher its start() builds
+            consumer._fetch_max_wait_ms = wait_ms
+        if min_bytes is not None:
+            consumer._fetch_min_bytes = min_bytes
         return consumer
 
 

@@ -4,8 +4,8 @@ faust_eos.faust_internals overrides private consumer methods through public
 hooks (fetch_batch, note_gap, committable_offsets, seek_partition) and reads
 private state (_committed_offset, _acked, _acked_index, _thread, aiokafka's
 _coordinator and _client), and builds the worker's aiokafka consumer with its own
-fetch wait (_new_consumer_thread, _create_worker_consumer, aiokafka's
-_fetch_max_wait_ms). Each test drives Faust's own code with fakes and fails if a
+fetch wait and size (_new_consumer_thread, _create_worker_consumer, aiokafka's
+_fetch_max_wait_ms and _fetch_min_bytes). Each test drives Faust's own code with fakes and fails if a
 release stops behaving as the layer expects.
 See also test_faust_contract_app.py, test_faust_contract_store.py and
 test_faust_contract_rules.py.
@@ -26,7 +26,7 @@ from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Consumer as
 from faust.types import TP
 from mode.services import ServiceTask
 
-from faust_eos.options import DEFAULT_FETCH_MAX_WAIT_MS
+from faust_eos.options import DEFAULT_FETCH_MAX_WAIT_MS, FETCH_MIN_BYTES
 from faust_contract_support import (
     ORDERS,
     RecordingConsumer,
@@ -338,7 +338,7 @@ def test_an_aiokafka_coordinator_outside_the_group_has_generation_minus_one_and_
 
 
 @pytest.mark.parametrize("processing_guarantee", ["exactly_once", "at_least_once"])
-def test_the_workers_aiokafka_consumer_hands_its_fetcher_the_fetch_wait_of_the_broker_url(processing_guarantee):
+def test_the_workers_aiokafka_consumer_hands_its_fetcher_the_fetch_wait_of_the_broker_url_and_the_fetch_size(processing_guarantee):
     async def scenario() -> None:
         app = worker_app(processing_guarantee, broker="eos://localhost:9092?fetch_max_wait_ms=35")
         thread = app.consumer._thread
@@ -352,6 +352,7 @@ def test_the_workers_aiokafka_consumer_hands_its_fetcher_the_fetch_wait_of_the_b
         await consumer.start()
         try:
             assert consumer._fetcher._fetch_max_wait_ms == 35
+            assert consumer._fetcher._fetch_min_bytes == FETCH_MIN_BYTES > 1
         finally:
             await consumer.stop()
 
