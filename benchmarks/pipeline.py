@@ -23,6 +23,7 @@ from benchmarks import profile, stats
 from benchmarks.measure import LsoSampler, OutputWatcher, commit_rounds, cpu_seconds, peak_rss_mb
 from tools import broker
 from tools.run import PipelineRun
+from tools.workers import wait_for
 
 Progress = Callable[[str], None]
 
@@ -90,7 +91,7 @@ def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, 
         for _ in range(point.workers):
             run.add_worker("benchmarks.stock_faust" if stock else "app")
         result["restarted_workers"] = warm_up(run, watcher, warm_seed, workload.warmup_events, point.record_bytes,
-                                              workload.drain_timeout_s, progress)
+                                              workload.drain_timeout_s, progress, until_ready=not stock)
 
         pids = [w.pid for w in run.workers]
         broker_pid = broker.pid(settings)
@@ -206,10 +207,13 @@ STARTUP_RACE = "PartitionsMismatch"
 
 
 def warm_up(run: PipelineRun, watcher: OutputWatcher, seed: int, count: int, record_bytes: int, timeout_s: float,
-            progress: Progress) -> int:
+            progress: Progress, *, until_ready: bool = True) -> int:
     """Unmeasured load (no duplicates or bad records) until all of it is visible: the workers are up and warm.
 
-    Returns how many workers had to be restarted after the start-up race above.
+    With ``until_ready`` (workers of the pipeline's app, which serves ``/ready``), then until every worker is
+    ready: workers that start together join the group one after the other, and the first can make the
+    warm-up visible alone, before the others' joining rebalances the group; measured load must not meet
+    that rebalance. Returns how many workers had to be restarted after the start-up race above.
     """
     progress("warm-up: starting workers")
     spec = loadgen.LoadSpec(count=count, seed=seed, duplicate_rate=0, bad_rate=0, record_bytes=record_bytes)
@@ -228,6 +232,10 @@ def warm_up(run: PipelineRun, watcher: OutputWatcher, seed: int, count: int, rec
                 restarted.add(worker.name)
         progress(f"warm-up: {watcher.by_seed[str(seed)]:,}/{count:,} visible")
         time.sleep(0.5)
+    if until_ready:
+        progress("warm-up: waiting for every worker to be ready")
+        wait_for(lambda: all(worker.ready() for worker in run.workers), max(0.0, deadline - time.monotonic()),
+                 interval=0.2, what=f"every worker's /ready (worker logs in {run.run_dir})")
     _check_workers(run)
     return len(restarted)
 

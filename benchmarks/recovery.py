@@ -93,13 +93,6 @@ def input_partitions(worker: Worker) -> set[str]:
     return {s.labels["partition"] for s in samples(worker, "faust_eos_consumer_lag_records")}
 
 
-def ready(worker: Worker) -> bool:
-    try:
-        return worker.get("/ready", timeout=5)[0] == 200
-    except OSError:
-        return False
-
-
 def disk_mb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
 
@@ -116,7 +109,7 @@ def row(label: str, took_s: float, records: int, worker: Worker) -> dict[str, An
 def started(run: PipelineRun, label: str, **env: str) -> tuple[Worker, dict[str, Any]]:
     begun = time.monotonic()
     worker = run.add_worker(**env)
-    wait_for(lambda: ready(worker), timeout=READY_TIMEOUT_S, interval=0.2, what=f"{label}: /ready")
+    wait_for(worker.ready, timeout=READY_TIMEOUT_S, interval=0.2, what=f"{label}: /ready")
     return worker, row(label, time.monotonic() - begun, sum(restored_by_partition(worker).values()), worker)
 
 
@@ -145,9 +138,9 @@ def measure(keys: int, workdir: Path) -> list[dict[str, Any]]:
         kept_ready_at: list[float] = []
 
         def settled() -> bool:
-            if not kept_ready_at and len(input_partitions(worker)) < run.settings.partitions and ready(worker):
+            if not kept_ready_at and len(input_partitions(worker)) < run.settings.partitions and worker.ready():
                 kept_ready_at.append(time.monotonic())
-            return bool(kept_ready_at) and ready(joining)
+            return bool(kept_ready_at) and joining.ready()
 
         wait_for(settled, timeout=READY_TIMEOUT_S, interval=0.2, what="rebalance: both workers /ready")
         joined_s = time.monotonic() - begun
@@ -172,13 +165,13 @@ def takeover(keys: int, standby_replicas: int, workdir: Path) -> dict[str, Any]:
     try:
         killed, survivor = run.add_worker(), run.add_worker()
         # settled: both ready, the partitions split, and a standby has copied the other's partitions
-        wait_for(lambda: ready(killed) and ready(survivor) and len(input_partitions(survivor)) < run.settings.partitions
+        wait_for(lambda: killed.ready() and survivor.ready() and len(input_partitions(survivor)) < run.settings.partitions
                  and sum(int(s.value) for s in samples(survivor, RESTORED)) >= (keys if standby_replicas else 0),
                  timeout=READY_TIMEOUT_S, interval=0.5, what=f"{label}: two workers settled")
         before = restored_by_partition(survivor)
         begun = time.monotonic()
         killed.kill()
-        wait_for(lambda: len(input_partitions(survivor)) == run.settings.partitions and ready(survivor),
+        wait_for(lambda: len(input_partitions(survivor)) == run.settings.partitions and survivor.ready(),
                  timeout=READY_TIMEOUT_S, interval=0.2, what=f"{label}: the survivor serving every partition")
         after = restored_by_partition(survivor)
         return {"keys": keys, **row(label, time.monotonic() - begun,

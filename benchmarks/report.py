@@ -271,7 +271,8 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     backlog = f"{base.backlog:,}" if base else "?"
     if others:
         backlog += f" ({', '.join(f'{b:,}' for b in others)} at the first point too, for memory)"
-    yield (f"* Each run: fresh topics; {w['warmup_events']} warm-up events (not measured); latency phase "
+    yield (f"* Each run: fresh topics; {w['warmup_events']} warm-up events (not measured), then a wait until every "
+           "worker answers `/ready` (workers starting together join the group one by one); latency phase "
            f"{w['latency_rate']:g} events/s for {w['latency_seconds']:g} s; throughput phase a backlog of "
            f"{backlog} input records produced as fast as possible. Load from `app.loadgen` "
            "(5 % duplicates, 2 % bad records, 20 merchants), seed "

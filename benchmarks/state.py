@@ -26,7 +26,7 @@ from typing import Any
 
 import config
 from app.loadgen import LoadSpec
-from benchmarks.recovery import disk_mb, ready, samples
+from benchmarks.recovery import disk_mb, samples
 from tools import broker
 from tools.run import PipelineRun
 from tools.workers import wait_for
@@ -51,7 +51,7 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     rows = []
     try:
         worker = run.add_worker()
-        wait_for(lambda: ready(worker), timeout=300, what="the worker's /ready")
+        wait_for(worker.ready, timeout=300, what="the worker's /ready")
         producing = threading.Thread(target=run.produce, args=(load,), daemon=True)
         started = time.monotonic()
         producing.start()

@@ -86,6 +86,14 @@ class Worker:
         """HTTP GET ``path`` on the worker's web port: status and body."""
         return http_get(f"http://localhost:{self.web_port}{path}", timeout)
 
+    def ready(self) -> bool:
+        """Whether the worker answers ``/ready`` with 200 (the pipeline's view: tables restored, partitions
+        assigned, not rebalancing); False while it does not serve HTTP yet."""
+        try:
+            return self.get("/ready", timeout=5)[0] == 200
+        except OSError:
+            return False
+
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 

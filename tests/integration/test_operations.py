@@ -10,7 +10,7 @@ from prometheus_client.samples import Sample
 from app.kafka import ensure_topics
 from app.loadgen import LoadSpec
 from tools.workers import Worker, wait_for
-from worker_metrics import is_ready, scrape, series, value
+from worker_metrics import scrape, series, value
 
 DRAIN_S = 180  # bounds a hang on a shared machine; not a timing check
 TABLES = ("seen-events", "merchant-totals", "merchant-window-totals", "stream-times")
@@ -24,7 +24,7 @@ def get_json(worker: Worker, path: str) -> tuple[int, dict]:
 def test_metrics_are_served_and_move_while_a_load_runs(pipeline):
     run = pipeline("exactly_once")
     worker = run.add_worker()
-    wait_for(lambda: is_ready(worker), timeout=DRAIN_S, what="the worker to be ready")
+    wait_for(worker.ready, timeout=DRAIN_S, what="the worker to be ready")
     assert get_json(worker, "/health") == (200, {"status": "alive"})
     input_topic, by_merchant = run.settings.input_topic, run.settings.by_merchant_topic
 
@@ -117,11 +117,11 @@ def test_any_worker_answers_for_any_merchant_through_routing(pipeline):
     ensure_topics(run.settings, [f"{run.settings.app_id}-{table}-changelog" for table in TABLES])
     run.produce(LoadSpec(count=3_000, seed=23, merchants=12))
     first = run.add_worker()
-    wait_for(lambda: is_ready(first), timeout=DRAIN_S, what="the first worker to be ready")
+    wait_for(first.ready, timeout=DRAIN_S, what="the first worker to be ready")
     workers = [first, run.add_worker()]
     report = run.reconcile(wait_s=DRAIN_S)
     assert report["ok"], report["problems"]
-    wait_for(lambda: all(is_ready(w) for w in workers), timeout=DRAIN_S, what="both workers to be ready")
+    wait_for(lambda: all(w.ready() for w in workers), timeout=DRAIN_S, what="both workers to be ready")
 
     held = [set(get_json(w, "/merchants/")[1]) for w in workers]  # what each worker holds locally
     assert held[0] and held[1], "the partitions were not spread over both workers"
@@ -152,9 +152,9 @@ def takeover(pipeline, standby_replicas: int) -> dict[str, float]:
     run = pipeline("exactly_once", STANDBY_REPLICAS=str(standby_replicas))
     ensure_topics(run.settings, [f"{run.settings.app_id}-{table}-changelog" for table in TABLES])
     leaving = run.add_worker()
-    wait_for(lambda: is_ready(leaving), timeout=DRAIN_S, what="the first worker to be ready")
+    wait_for(leaving.ready, timeout=DRAIN_S, what="the first worker to be ready")
     staying = run.add_worker()
-    wait_for(lambda: is_ready(leaving) and is_ready(staying), timeout=DRAIN_S, what="both workers to be ready")
+    wait_for(lambda: leaving.ready() and staying.ready(), timeout=DRAIN_S, what="both workers to be ready")
     run.produce(LoadSpec(count=4_000, seed=24))
     report = run.reconcile(wait_s=DRAIN_S)
     assert report["ok"], report["problems"]
@@ -172,7 +172,7 @@ def takeover(pipeline, standby_replicas: int) -> dict[str, float]:
     started = time.monotonic()
     assert leaving.stop() == 0
     sources = 2 * run.settings.partitions
-    wait_for(lambda: is_ready(staying) and value(scrape(staying), "faust_eos_partitions_assigned", kind="source")
+    wait_for(lambda: staying.ready() and value(scrape(staying), "faust_eos_partitions_assigned", kind="source")
              == sources, timeout=DRAIN_S, interval=0.2, what="the takeover")
     took_s = time.monotonic() - started
     after = scrape(staying)

@@ -20,7 +20,6 @@ import pytest
 from app.loadgen import LoadSpec
 from tests.prometheus_files import ALERT_RULES, DASHBOARD, SCRAPE_CONFIG, command
 from tools.workers import free_port, http_get, wait_for
-from worker_metrics import is_ready
 
 JOB = "faust-eos"
 SCRAPE_S = 5  # the shipped scrape interval
@@ -101,7 +100,7 @@ def test_the_dashboard_queries_return_data_add_up_to_the_load_and_the_alert_rule
     prometheus = prometheus_for([f"localhost:{worker.web_port}" for worker in workers],
                                 f"localhost:{follower.web_port}")
     started = time.time()
-    wait_for(lambda: all(is_ready(w) for w in workers), timeout=DRAIN_S, what="both workers to be ready")
+    wait_for(lambda: all(w.ready() for w in workers), timeout=DRAIN_S, what="both workers to be ready")
     wait_for(lambda: len([v for v in prometheus.query('up{job=~"faust-eos.*"}', time.time()).values() if v == 1]) == 3,
              timeout=60, what="Prometheus to scrape both workers and the reconciler")
 
@@ -111,7 +110,7 @@ def test_the_dashboard_queries_return_data_add_up_to_the_load_and_the_alert_rule
     loaded = time.time()
     # one worker leaves cleanly: the other restores its table partitions from the changelogs
     assert workers[1].stop() == 0
-    wait_for(lambda: is_ready(workers[0]) and prometheus.query(
+    wait_for(lambda: workers[0].ready() and prometheus.query(
         f'sum(faust_eos_partitions_assigned{{job="{JOB}", kind="source"}})', time.time()).get((), 0) == 12,
         timeout=DRAIN_S, what="the remaining worker to hold every input partition")
     # the dashboard's rates average over a minute: wait until that minute holds no more activity

@@ -22,8 +22,3 @@ def series(samples: list[Sample], name: str) -> list[dict[str, str]]:
     return [s.labels for s in samples if s.name == name]
 
 
-def is_ready(worker: Worker) -> bool:
-    try:
-        return worker.get("/ready", timeout=5)[0] == 200
-    except OSError:  # not serving HTTP yet
-        return False
