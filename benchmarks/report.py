@@ -259,7 +259,7 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     yield ""
     yield "## Setup"
     yield ""
-    yield f"* Kafka {meta['kafka_version']} (KRaft, one node, `localhost`), broker settings from `tools/broker.py`."
+    yield f"* Kafka {meta['kafka_version']} (KRaft, one node, `localhost`), broker settings from `tools/broker_files.py`."
     yield (f"* Machine: {m['cores']} cores ({m['cpu_model']}), {m['memory_gib']} GiB memory, load average at "
            f"start {', '.join(f'{x:.2f}' for x in m['load_average_at_start'])}; shared with other workloads.")
     interpreter = f" (`{meta['python_executable']}`)" if meta.get("python_executable") else ""
