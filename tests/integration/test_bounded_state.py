@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 from app.loadgen import LoadSpec
 from app.reconcile import read_committed
 from tools.workers import wait_for
-from worker_metrics import is_ready, scrape, value
+from worker_metrics import scrape, value
 
 DRAIN_S = 180  # bounds a hang on a shared machine; not a timing check
 RETENTION_S = 10
@@ -26,7 +26,7 @@ KEYS = "faust_eos_table_keys"
 def test_a_run_six_retentions_long_keeps_dedup_entries_and_windows_bounded(pipeline):
     run = pipeline("exactly_once", DEDUP_RETENTION_DAYS=str(RETENTION_S / 86_400), WINDOW_SECONDS="2")
     worker = run.add_worker()
-    wait_for(lambda: is_ready(worker), timeout=DRAIN_S, what="the worker to be ready")
+    wait_for(worker.ready, timeout=DRAIN_S, what="the worker to be ready")
     # no repeats: after the short retention the pipeline counts a repeat again, which reconcile does not model
     load = LoadSpec(count=9_000, rate=150, seed=41, duplicate_rate=0, bad_rate=0)
     largest: list[float] = []
@@ -52,7 +52,7 @@ def test_a_run_six_retentions_long_keeps_dedup_entries_and_windows_bounded(pipel
     # the deletes reached the changelog too: a worker without local state restores only what is left
     assert worker.stop() == 0
     fresh = run.add_worker()
-    wait_for(lambda: is_ready(fresh), timeout=DRAIN_S, what="a fresh worker to be ready")
+    wait_for(fresh.ready, timeout=DRAIN_S, what="a fresh worker to be ready")
     assert value(scrape(fresh), KEYS, table="seen-events") < report["counted_events"] / 2
 
 

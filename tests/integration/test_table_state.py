@@ -16,7 +16,7 @@ from app.kafka import producer_config
 from app.loadgen import LoadSpec
 from faust_eos.store import CHECKPOINT_KEY, OWN_KEYS
 from tools.workers import wait_for
-from worker_metrics import is_ready, scrape, value
+from worker_metrics import scrape, value
 
 DRAIN_S = 180  # bounds a hang on a shared machine; not a timing check
 RESTORED = "faust_eos_changelog_records_restored_total"
@@ -29,7 +29,7 @@ def restart(run, worker, how: str):
     else:
         worker.kill()
     again = run.add_worker(DATA_DIR=worker.env["DATA_DIR"])
-    wait_for(lambda: is_ready(again), timeout=DRAIN_S, what="the restarted worker to be ready")
+    wait_for(again.ready, timeout=DRAIN_S, what="the restarted worker to be ready")
     return again
 
 
@@ -69,7 +69,7 @@ def test_a_fresh_worker_restores_every_table_from_its_changelog(pipeline):
     stopped_after_a_load(run, seed=33)
 
     fresh = run.add_worker()
-    wait_for(lambda: is_ready(fresh), timeout=DRAIN_S, what="the fresh worker to be ready")
+    wait_for(fresh.ready, timeout=DRAIN_S, what="the fresh worker to be ready")
     assert value(scrape(fresh), RESTORED, table="merchant-totals") > 0
     run.produce(LoadSpec(count=1_000, seed=34))
     assert run.reconcile(wait_s=DRAIN_S)["ok"]
@@ -84,7 +84,7 @@ def test_local_state_whose_checkpoint_is_past_its_changelog_is_rebuilt_with_the_
     db.close()
 
     again = run.add_worker(DATA_DIR=worker.env["DATA_DIR"])
-    wait_for(lambda: is_ready(again), timeout=DRAIN_S, what="the restarted worker to be ready")
+    wait_for(again.ready, timeout=DRAIN_S, what="the restarted worker to be ready")
 
     assert "Rebuilding table merchant-totals partition 0 from its changelog: its checkpoint 1000000000 is past" \
         in again.log_text()
@@ -121,7 +121,7 @@ def test_a_checkpoint_past_a_commit_whose_markers_are_still_missing_is_trusted_o
     wait_for(lambda: f"Waiting for pending transactions on {changelog}[0] to settle" in again.log_text(),
              timeout=DRAIN_S, what="the worker to wait for the pending transaction")
     late.commit_transaction(30)
-    wait_for(lambda: is_ready(again), timeout=DRAIN_S, what="the restarted worker to be ready")
+    wait_for(again.ready, timeout=DRAIN_S, what="the restarted worker to be ready")
 
     assert "Rebuilding table merchant-totals" not in again.log_text()
     assert value(scrape(again), RESTORED, table="merchant-totals", partition="0") == 0

@@ -9,7 +9,6 @@ import pytest
 
 from app.loadgen import LoadSpec
 from tools.workers import Worker, wait_for
-from worker_metrics import is_ready
 
 DRAIN_S = 180  # bounds a hang on a shared machine; not a timing check
 PATHS = ("/", "/metrics", "/health", "/ready", "/commits/", "/router/", "/merchants/", "/merchants/m001/",
@@ -71,7 +70,7 @@ def test_a_worker_listens_on_localhost_unless_told_otherwise(pipeline):
     run = pipeline("exactly_once")
     local = run.add_worker()
     everywhere = run.add_worker(WEB_BIND="0.0.0.0")
-    wait_for(lambda: is_ready(local) and is_ready(everywhere), timeout=DRAIN_S, what="both workers")
+    wait_for(lambda: local.ready() and everywhere.ready(), timeout=DRAIN_S, what="both workers")
 
     assert not answers_on(address, local.web_port)
     assert answers_on(address, everywhere.web_port)
