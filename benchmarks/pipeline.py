@@ -62,6 +62,15 @@ class Workload:
 
 #: the reference line's "guarantee": stock Faust on the same two hops (:mod:`benchmarks.stock_faust`)
 STOCK_FAUST = "stock_faust"
+#: the reference lines of an ordinary Faust app on faust-eos (:mod:`benchmarks.ordinary_eos`), per guarantee
+ORDINARY_EXACTLY_ONCE = "ordinary_exactly_once"
+ORDINARY_AT_LEAST_ONCE = "ordinary_at_least_once"
+#: each reference line: the two-hop app of :mod:`benchmarks.two_hops` it runs, and under which guarantee
+REFERENCE_APPS = {
+    STOCK_FAUST: ("benchmarks.stock_faust", "at_least_once"),
+    ORDINARY_EXACTLY_ONCE: ("benchmarks.ordinary_eos", "exactly_once"),
+    ORDINARY_AT_LEAST_ONCE: ("benchmarks.ordinary_eos", "at_least_once"),
+}
 
 
 def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, progress: Progress,
@@ -70,14 +79,15 @@ def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, 
 
     With ``profile_to``, the first worker is sampled with py-spy through the
     throughput phase into that file, and the result has its summary (``profile``).
-    ``guarantee`` :data:`STOCK_FAUST` runs the stock Faust app instead, under
-    at_least_once: it times no commit rounds, and as it has no windows and no
-    dead letters, only reconcile's counts of events and updates apply to it.
+    ``guarantee`` naming a reference line (:data:`REFERENCE_APPS`) runs its two-hop
+    app instead: it times no commit rounds, and as it has no windows and no dead
+    letters, only reconcile's counts of events and updates apply to it.
     """
-    stock = guarantee == STOCK_FAUST
+    app_module, run_guarantee = REFERENCE_APPS.get(guarantee, ("app", guarantee))
+    reference = guarantee in REFERENCE_APPS
     name = f"bench-{guarantee[:3]}-{uuid.uuid4().hex[:6]}"
     run_dir = work_dir / name
-    run = PipelineRun(name, run_dir, guarantee="at_least_once" if stock else guarantee, COMMIT_INTERVAL_MS=str(point.commit_interval_ms),
+    run = PipelineRun(name, run_dir, guarantee=run_guarantee, COMMIT_INTERVAL_MS=str(point.commit_interval_ms),
                       PARTITIONS=str(point.partitions))
     settings = run.settings
     watcher = OutputWatcher(settings, settings.totals_topic)
@@ -89,9 +99,9 @@ def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, 
     profiler: Optional[profile.Sampler] = None
     try:
         for _ in range(point.workers):
-            run.add_worker("benchmarks.stock_faust" if stock else "app")
+            run.add_worker(app_module)
         result["restarted_workers"] = warm_up(run, watcher, warm_seed, workload.warmup_events, point.record_bytes,
-                                              workload.drain_timeout_s, progress, until_ready=not stock)
+                                              workload.drain_timeout_s, progress, until_ready=not reference)
 
         pids = [w.pid for w in run.workers]
         broker_pid = broker.pid(settings)
@@ -128,7 +138,7 @@ def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, 
         inputs = latency_load.produced + throughput_load.produced
         worker_cpu = sum(cpu_seconds(pid) - cpu_before[pid] for pid in pids)
         broker_cpu = cpu_seconds(broker_pid) - broker_before if broker_pid else None
-        rounds = [] if stock else [r for w in run.workers
+        rounds = [] if reference else [r for w in run.workers
                                    for r in commit_rounds(int(w.env["WEB_PORT"]), measured_from, measured_until)]
         peak_rss = max(peak_rss_mb(pid) for pid in pids)
     except BaseException:
@@ -142,7 +152,7 @@ def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, 
         sampler.stop()
 
     progress("reconciling")
-    reconciled = run.reconcile(wait_s=0 if stock else 60)  # stock Faust never passes it whole (no windows)
+    reconciled = run.reconcile(wait_s=0 if reference else 60)  # the two-hop apps never pass it whole (no windows)
     watcher.stop()
     created = _creation_times(run)
     latencies_ms = [(watcher.visible_at[e] - created[e]) * 1000 for e in watcher.visible_at
