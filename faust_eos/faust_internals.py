@@ -46,6 +46,10 @@ Private names used, and why:
   (:func:`has_changelog_callback`).
 * ``Topic._get_producer`` (overridden through :meth:`TopicHooks.producer_for_sends`):
   what every send of a topic awaits for its producer.
+* ``Topic._on_published``, given with its ``message`` in a ``functools.partial`` to the
+  future a producer's ``send`` returns: told apart from other callbacks of that future,
+  as it reads no record's offset unless the send had a callback of its own
+  (:func:`reads_no_offset`).
 * a record class's ``_options`` (its serializer, namespace, field descriptors,
   validation) and its descriptors' ``coerce``, ``tag``, ``_to_python``,
   ``lazy_coercion``, ``exclude`` and names; that a record keeps each field's value
@@ -56,6 +60,7 @@ Private names used, and why:
 """
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import math
 import sys
@@ -213,6 +218,19 @@ class TopicHooks(faust.Topic):
     async def producer_for_sends(self) -> Any:
         """The producer (under exactly-once: the transaction manager) a send of this topic goes to."""
         return await super()._get_producer()
+
+
+def reads_no_offset(callback: Any) -> bool:
+    """Whether ``callback``, given to the future of a record sent, is Faust's own for a send without a callback
+    of its own: it only hands the record's metadata to the send's ``FutureMessage`` and to the sensors, and
+    none of Faust's sensors reads the offset (a sensor of the app's own is watched for apart)."""
+    if not isinstance(callback, functools.partial) or getattr(callback.func, "__func__", None) is not _ON_PUBLISHED:
+        return False
+    sent = callback.keywords.get("message")
+    return sent is not None and sent.message.callback is None
+
+
+_ON_PUBLISHED = faust.Topic._on_published
 
 
 def committed_offsets(consumer: Any) -> MutableMapping[TP, Optional[int]]:

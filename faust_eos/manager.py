@@ -38,6 +38,7 @@ from faust_eos.staging import (
     CommitFuture,
     OutputStager,
     SourceTP,
+    StagedRecord,
     Staging,
     future_resolver,
     output_stager,
@@ -103,11 +104,24 @@ class TransactionManager(FaustTransactionManager):
         *,
         transactional_id: Optional[str] = None,
     ) -> Awaitable[RecordMetadata]:
-        """Stage a record; the returned future resolves when its transaction commits."""
-        future = CommitFuture(loop=self.loop)
-        future.sent_in = current_event()
-        self.stage(topic, key, value, partition, timestamp, headers, future.set_result)
-        return future
+        """Stage a record; what it returns resolves when its transaction commits.
+
+        Inside an event that is the staged record itself, whose offset is asked
+        of the producer only if someone reads it (:class:`~faust_eos.staging.StagedRecord`):
+        Faust's own topics send every record through here and hold a callback
+        on it that reads no offset, unless the send had a callback of its own.
+        """
+        event = current_event()
+        if event is None or topic in self._changelog_topics:
+            future = CommitFuture(loop=self.loop)
+            self.stage(topic, key, value, partition, timestamp, headers, future.set_result)
+            return future
+        path = self.consumer.event_paths.current()
+        record = self.stage(topic, key, value, partition, timestamp, headers, None,
+                            metadata_wanted=path is None or path.sensors_read_records)
+        assert record is not None  # an output record sent inside an event
+        record.sent_in = event
+        return record
 
     def output_stager(self, topic: str) -> OutputStager:
         """What stages the output records events send to ``topic``; each record it stages is an awaitable that
@@ -142,8 +156,9 @@ class TransactionManager(FaustTransactionManager):
         self.stage(message.channel.get_topic_name(), message.key, message.value, message.partition,
                    message.timestamp, message.headers, future_resolver(fut))
 
-    def stage(self, topic, key, value, partition, timestamp, headers, committed) -> None:
-        """Stage a record with the transaction it belongs to.
+    def stage(self, topic, key, value, partition, timestamp, headers, committed, *,
+              metadata_wanted: bool = True) -> Optional[StagedRecord]:
+        """Stage a record with the transaction it belongs to; the record staged with an event's output, else None.
 
         Sent while an agent processes an event: with that event's input
         partition, up to its offset. A table changelog write outside an event
@@ -155,6 +170,7 @@ class TransactionManager(FaustTransactionManager):
         if topic not in self._topics_seen:
             self._note_topic(topic)
         event = current_event()
+        record = None
         if topic in self._changelog_topics:  # a write by Faust's own table path
             if event is not None:
                 source = SourceTP(event.message.topic, event.message.partition)
@@ -163,12 +179,14 @@ class TransactionManager(FaustTransactionManager):
                 source, offset = self._changelog_source((topic, partition)), UNBOUND
             self.tables.hold(staged_record(topic, key, value, partition, timestamp, headers, offset, committed), source)
         elif event is not None:
-            self.staging.add_in_event(event, topic, key, value, partition, timestamp, headers, committed)
+            record = self.staging.add_in_event(event, topic, key, value, partition, timestamp, headers, committed,
+                                               metadata_wanted)
         else:
             self.outside.add(staged_record(topic, key, value, partition, timestamp, headers, UNBOUND, committed))
-            return
+            return None
         if self.uncommitted() >= self._max_uncommitted:
             self.consumer.commit_early()
+        return record
 
     def uncommitted(self) -> int:
         """How many records (outputs and table writes) wait for their commit."""

@@ -27,6 +27,8 @@ from faust_eos.staging import OFFSET_NOT_ASKED, StagedRecord
 
 #: longest wait for deliveries to drain a full local produce queue, per poll
 BACKPRESSURE_POLL_S = 0.05
+#: longest one flush call waits before the wait for deliveries looks at its progress
+FLUSH_SLICE_S = 0.25
 #: the partition argument of ``produce`` that lets the producer's partitioner choose (librdkafka's unassigned partition)
 ANY_PARTITION = -1
 
@@ -44,18 +46,52 @@ def producer_config(conf: Any) -> dict[str, Any]:
 
 
 def produce_all(producer: Producer, records: Sequence[StagedRecord], timeout_s: float,
-                on_step: Callable[[str], None], known_topics: set[str], *,
+                on_step: Callable[[str], None], known_topics: set[str], *, deadline: float,
+                on_progress: Callable[[], None] = lambda: None,
                 report_every_record: bool = True) -> list[RecordMetadata]:
     """Produce ``records`` and wait until each is acknowledged; their metadata, in order.
 
-    :func:`send_all`, then one flush, then :meth:`Deliveries.metadata`. Raises
+    :func:`send_all`, then :func:`flush_while_delivering` (``timeout_s`` without a
+    delivery, or past ``deadline``, a monotonic time, fails it; ``on_progress`` is
+    called as deliveries come in), then :meth:`Deliveries.metadata`. Raises
     :class:`KafkaException` as they do. Blocking: run it on the producer's thread.
     """
     deliveries = send_all(producer, records, timeout_s, on_step, known_topics,
                           report_every_record=report_every_record)
     on_step("flush")
-    producer.flush(timeout_s)
+    undelivered = flush_while_delivering(producer, timeout_s, deadline, on_progress)
+    if undelivered is not None:
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{undelivered} ({deliveries.delivered_text()})"))
     return deliveries.metadata(timeout_s)
+
+
+def flush_while_delivering(producer: Producer, stall_s: float, deadline: float,
+                           on_progress: Callable[[], None]) -> Optional[str]:
+    """Wait until every record queued in ``producer`` is acknowledged, for as long as acknowledgements come;
+    None once they all are, else what is left undelivered and why.
+
+    A large commit on a busy worker can take longer than any fixed wait: each
+    delivery report served here takes the GIL from the event loop. So the wait
+    ends only once ``stall_s`` pass with no record acknowledged, or at
+    ``deadline`` (a monotonic time: the transaction's caller keeps it inside the
+    transaction timeout).
+    """
+    waiting: Optional[int] = None
+    last_progress = time.monotonic()
+    while True:
+        now = time.monotonic()
+        left = producer.flush(max(0.0, min(FLUSH_SLICE_S, deadline - now, last_progress + stall_s - now)))
+        if not left:
+            return None
+        now = time.monotonic()
+        if waiting is None or left < waiting:  # the stall is counted from the first look at what is left
+            last_progress = now
+            on_progress()
+        waiting = left
+        if now - last_progress >= stall_s:
+            return f"{left} records undelivered: none acknowledged for {stall_s:.1f} s"
+        if now >= deadline:
+            return f"{left} records undelivered at the end of the time the transaction has for them"
 
 
 def send_all(producer: Producer, records: Sequence[StagedRecord], timeout_s: float,
@@ -128,6 +164,10 @@ class Deliveries:
 
         return report
 
+    def delivered_text(self) -> str:
+        """Where the reported records delivered so far landed, per partition."""
+        return f"delivered: {_offsets_text(self._delivered)}"
+
     def metadata(self, timeout_s: float) -> list[RecordMetadata]:
         """Each record's metadata, in order. Raises :class:`KafkaException` if a reported record failed,
         or if one is still unreported (``timeout_s``: how long it was waited for)."""
@@ -137,7 +177,7 @@ class Deliveries:
         if undelivered:
             raise KafkaException(
                 KafkaError(KafkaError._TIMED_OUT, f"{undelivered} records undelivered after {timeout_s} s "
-                                                  f"(delivered: {_offsets_text(self._delivered)})")
+                                                  f"({self.delivered_text()})")
             )
         not_asked: dict[tuple[str, Optional[int]], RecordMetadata] = {}  # the same for every record of a partition
         metadata = []

@@ -21,6 +21,7 @@ from aiokafka.structs import RecordMetadata
 from faust.streams import current_event
 
 from faust_eos.errors import wait_inside_event_refused
+from faust_eos.faust_internals import reads_no_offset
 
 #: source offset of a record no input event caused (a table write outside an event,
 #: such as a window's expiry): it commits in its partition's next transaction
@@ -59,8 +60,9 @@ class StagedRecord:
     #: a record that is dropped instead never calls it (its event will be
     #: processed again, by this worker or the partition's next owner)
     on_committed: Callable[[RecordMetadata], None] = field(repr=False, default=nothing)
-    #: whether ``on_committed`` reads the record's offset: if not, the producer is not asked to
-    #: report its delivery (each report costs the producer's thread a turn of the GIL)
+    #: whether anyone reads the record's offset (``on_committed``, or its future once awaited or given a
+    #: callback): if not, the producer is not asked to report its delivery (each report costs the producer's
+    #: thread a turn of the GIL)
     metadata_wanted: bool = field(repr=False, default=True)
     #: of an output record sent inside an event: its future, once awaited or given a callback
     future: Optional["CommitFuture"] = field(repr=False, default=None)
@@ -73,14 +75,20 @@ class StagedRecord:
 
     def needs_metadata(self) -> bool:
         """Whether someone will read this record's offset once it commits."""
-        return self.metadata_wanted or self.future is not None
+        return self.metadata_wanted
 
     def __await__(self) -> Any:
         return self.as_future().__await__()
 
     def add_done_callback(self, fn: Callable[[asyncio.Future], None], *, context: Any = None) -> None:
-        """Call ``fn`` with the record's future once the record is committed."""
-        self.as_future().add_done_callback(fn, context=context)
+        """Call ``fn`` with the record's future once the record is committed.
+
+        Faust's own callback for a send it published without a callback of its own
+        does not ask for the record's offset (:func:`faust_eos.faust_internals.reads_no_offset`).
+        """
+        if not reads_no_offset(fn):
+            self.metadata_wanted = True
+        self._made_future().add_done_callback(fn, context=context)
 
     def remove_done_callback(self, fn: Callable[[asyncio.Future], None]) -> int:
         """Remove ``fn`` from the callbacks (as ``asyncio.wait`` does); how many were removed."""
@@ -98,7 +106,11 @@ class StagedRecord:
 
     def as_future(self) -> "CommitFuture":
         """The future of the record's commit, made on first use: the offset is asked of the producer only
-        for records whose future exists by the time they are produced."""
+        for records whose future someone holds by the time they are produced."""
+        self.metadata_wanted = True
+        return self._made_future()
+
+    def _made_future(self) -> "CommitFuture":
         future = self.future
         if future is None:
             future = self.future = CommitFuture(loop=asyncio.get_running_loop())
@@ -120,12 +132,14 @@ class Staging:
 
     def add_in_event(self, event: Any, topic: str, key: Optional[bytes], value: Optional[bytes],
                      partition: Optional[int], timestamp: Optional[float], headers: Any,
-                     on_committed: Optional[Callable[[RecordMetadata], None]]) -> StagedRecord:
+                     on_committed: Optional[Callable[[RecordMetadata], None]],
+                     metadata_wanted: bool = True) -> StagedRecord:
         """Stage a record sent while an agent processes ``event`` (a Faust event), with its input offset."""
         message = event.message
         if event is not self._event:
             self._event, self._event_tp = event, SourceTP(message.topic, message.partition)
-        record = staged_record(topic, key, value, partition, timestamp, headers, message.offset, on_committed)
+        record = staged_record(topic, key, value, partition, timestamp, headers, message.offset, on_committed,
+                               metadata_wanted)
         self._by_tp[self._event_tp].append(record)
         self._count += 1
         return record
@@ -204,15 +218,15 @@ def output_stager(staging: Staging, topic: str) -> OutputStager:
 
 def staged_record(topic: str, key: Optional[bytes], value: Optional[bytes], partition: Optional[int],
                   timestamp: Optional[float], headers: Any, source_offset: int,
-                  on_committed: Optional[Callable[[RecordMetadata], None]] = None, metadata_wanted: bool = True,
-                  future: Optional["CommitFuture"] = None) -> StagedRecord:
+                  on_committed: Optional[Callable[[RecordMetadata], None]] = None,
+                  metadata_wanted: bool = True) -> StagedRecord:
     """A record as Faust hands it to a producer (timestamp in seconds, headers a mapping or pairs), staged."""
     if not headers:
         headers = None
     elif isinstance(headers, Mapping):
         headers = list(headers.items())
     return StagedRecord(topic, key, value, partition, int(timestamp * 1000) if timestamp else None, headers,
-                        source_offset, on_committed or nothing, metadata_wanted, future)
+                        source_offset, on_committed or nothing, metadata_wanted)
 
 
 def future_resolver(fut: Any) -> Callable[[RecordMetadata], None]:

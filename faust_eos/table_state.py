@@ -122,10 +122,11 @@ class TableState:
             if sources.isdisjoint(up_to):
                 continue
             for raw_key, write in self.stores[topic].writes.committable(partition, up_to):
-                # the offset is read of each changelog partition's last record only (the checkpoint),
-                # unless Faust's own table path waits on it
+                # the offset is read of each changelog partition's last record only (the checkpoint). Faust's
+                # own table path waits on its writes (write.callbacks), but only to hand their offsets to the
+                # store, which keeps its checkpoints itself (Store.set_persisted_offset)
                 records.append(StagedRecord(topic, raw_key, write.raw, partition, None, None, write.offset,
-                                            metadata_wanted=write.callbacks is not None, write=write))
+                                            metadata_wanted=False, write=write))
         self._unbound.difference_update(up_to)
         return records
 

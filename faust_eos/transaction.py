@@ -14,7 +14,8 @@ is one transaction, run start to finish on a worker thread::
     produce(record) for every staged record the committed events caused
         (outputs and table changelog writes, in the order they were sent;
         a full local queue is waited out for at most one call timeout)
-    flush()                                  every record acknowledged, or abort
+    flush()                                  every record acknowledged, or abort: waited for while
+                                             deliveries come, within most of the transaction timeout
     send_offsets_to_transaction(offsets, the group's generation and member id)
     commit_transaction()                     a timeout resumes it once: it can no longer abort
 
@@ -75,6 +76,9 @@ class TransactionStuck(Exception):
 
 #: time a step may take beyond its librdkafka call's own timeout (Python's own work, the thread's turn)
 DEADLINE_GRACE_S = 5.0
+#: how much of the transaction timeout the wait for its records' deliveries may take, from ``begin_transaction``;
+#: the rest is left for sending the offsets and committing
+DELIVERIES_SHARE_OF_TIMEOUT = 0.7
 
 
 def worker_transactional_id(app_id: str, worker: str) -> str:
@@ -118,6 +122,11 @@ class TransactionalProducer:
         self._thread = CallThread(f"eos-{self.transactional_id}")
         self._step = "nothing yet"  # the step running on the thread, named when one is stuck
         self._step_started = 0.0  # monotonic time it began
+        self._step_alive = 0.0  # monotonic time it began or last made progress: a step is stuck a deadline after
+        # the transaction is aborted by the broker after its timeout (librdkafka's default: 60 s), counted from
+        # its first record: the wait for its records' deliveries ends early enough for the rest of the commit
+        transaction_s = producer_config.get("transaction.timeout.ms", 60_000) / 1000
+        self._deliveries_within_s = transaction_s * DELIVERIES_SHARE_OF_TIMEOUT
         self._step_timed = False  # whether that step still runs, its duration not yet observed
 
     async def init(self) -> None:
@@ -146,7 +155,7 @@ class TransactionalProducer:
         step_deadline_s = self._timeout_s + self._deadline_grace_s
         while True:
             # a step that began before this call was submitted belongs to an earlier call
-            remaining_s = max(self._step_started, submitted) + step_deadline_s - time.monotonic()
+            remaining_s = max(self._step_alive, submitted) + step_deadline_s - time.monotonic()
             if remaining_s <= 0:
                 raise TransactionStuck(
                     f"{self.transactional_id}: {fn.__name__.lstrip('_')} stuck in {self._step} for more than "
@@ -160,8 +169,12 @@ class TransactionalProducer:
         """Runs on the producer's thread, before each step of a call; the step before it ends."""
         self._end_step()
         self._step = name
-        self._step_started = time.monotonic()
+        self._step_started = self._step_alive = time.monotonic()
         self._step_timed = True
+
+    def _step_progressed(self) -> None:
+        """Runs on the producer's thread: the running step goes on making progress (it is not stuck)."""
+        self._step_alive = time.monotonic()
 
     def _end_step(self) -> None:
         """Runs on the producer's thread: the running step's duration, observed under its call's name."""
@@ -193,7 +206,8 @@ class TransactionalProducer:
             metrics.transactions_begun.inc()
             # a record that failed fails the commit: only those whose offsets are read are reported
             delivered = produce_all(producer, records, self._timeout_s, self._begin_step, self._known_topics,
-                                    report_every_record=False)
+                                    deadline=self._step_started + self._deliveries_within_s,
+                                    on_progress=self._step_progressed, report_every_record=False)
             if offsets:
                 positions = [TopicPartition(tp.topic, tp.partition, offset) for tp, offset in offsets.items()]
                 self._begin_step("send_offsets_to_transaction")

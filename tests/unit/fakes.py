@@ -8,6 +8,7 @@ nothing) in delivery callbacks.
 from __future__ import annotations
 
 import threading
+import time
 from types import SimpleNamespace
 from typing import Any, Callable, Optional
 
@@ -55,6 +56,8 @@ class FakeProducer:
         self.delivery_errors: dict[int, KafkaError] = {}
         #: record indexes whose delivery callback flush never calls (still in flight)
         self.in_flight: set[int] = set()
+        #: records in flight that each flush lands, lowest index first (deliveries coming slowly)
+        self.lands_per_flush = 0
         #: per topic: the error its metadata answer carries (the call itself succeeds)
         self.topic_errors: dict[str, KafkaError] = {}
         #: per topic: what list_topics raises instead of answering (librdkafka refusing the name)
@@ -98,8 +101,13 @@ class FakeProducer:
         return self._serve_reports()
 
     def flush(self, timeout: float) -> int:
+        """As librdkafka's: serves the reports, and waits out ``timeout`` while records are still in flight."""
         self._call("flush")
+        for index in sorted(self.in_flight)[:self.lands_per_flush]:
+            self.in_flight.discard(index)
         self._serve_reports()
+        if self.in_flight:
+            time.sleep(timeout)
         return len(self.in_flight)
 
     def _serve_reports(self) -> int:

@@ -197,3 +197,28 @@ def test_a_batches_topic_buffers_as_many_records_as_faust_buffers_events_unless_
     # (Faust's app.topic() drops a maxsize argument: the class takes it)
     assert faust_eos.Topic(app, topics=["payments"], schema=faust_eos.Batches(value_type=bytes), maxsize=7).maxsize == 7
     assert app.topic("refunds", value_type=bytes).maxsize is None  # Faust's default, stream_buffer_maxsize
+
+
+def test_a_send_through_faust_s_own_topic_asks_for_its_offset_only_when_something_reads_it():
+    # Faust wraps every send's future in a callback of its own, which reads no offset: a report per record
+    # would cost the producer's thread a turn of the GIL for each
+    async def scenario() -> None:
+        app = worker_app()  # Faust's own topic class
+        called_back: list = []
+        async with started(app) as transactions:
+            topic = app.topic("totals", key_type=str, value_type=Total)
+            with inside_event(offset=7, partition=2):
+                plain = await topic.send(key="m1", value=Total("m1", 5))
+                with_callback = await topic.send(key="m2", value=Total("m2", 6), callback=called_back.append)
+                held = await topic.send(key="m3", value=Total("m3", 7))
+            waiter = asyncio.ensure_future(held)  # held by the app past its event, and awaited
+            await asyncio.sleep(0)
+            records = transactions.staging.take(SourceTP("payments", 2), up_to_offset=8)
+            assert [record.needs_metadata() for record in records] == [False, True, True]
+            resolve(records, [RecordMetadata("totals", 0, TP("totals", 0), 40 + i, 0, 0, -1) for i in range(3)])
+            assert (await waiter).offset == 42
+            await asyncio.sleep(0)
+            assert [fut.result().offset for fut in called_back] == [41]
+            assert plain.done()
+
+    asyncio.run(scenario())

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -52,10 +54,11 @@ def counts() -> dict[str, float]:
 class Scenario:
     """One transaction over a fake producer, and the counters it moved."""
 
-    def __init__(self, call_timeout_s: float = 5.0, deadline_grace_s: float = 5.0) -> None:
+    def __init__(self, call_timeout_s: float = 5.0, deadline_grace_s: float = 5.0, **producer_config: Any) -> None:
         self.producers: list[FakeProducer] = []
         self.transaction = TransactionalProducer(
-            transactional_id=worker_transactional_id("app", "w1"), producer_config={"bootstrap.servers": "nowhere:9092"},
+            transactional_id=worker_transactional_id("app", "w1"),
+            producer_config={"bootstrap.servers": "nowhere:9092", **producer_config},
             call_timeout_s=call_timeout_s, producer_factory=self._producer, deadline_grace_s=deadline_grace_s,
         )
         self.producer = self.producers[0]
@@ -275,11 +278,12 @@ def test_a_fence_reported_in_a_delivery_callback_gives_the_partition_up_without_
     assert run.counted() == {"begun": 1, "committed": 0, "aborted": 0}
 
 
-def test_records_still_undelivered_after_flush_abort_the_transaction(scenario):
-    run = scenario()
+def test_records_still_undelivered_once_none_is_acknowledged_for_a_call_timeout_abort_the_transaction(scenario):
+    run = scenario(call_timeout_s=0.2)
     run.producer.in_flight = {0}
     # the line names where the delivered ones landed: they are aborted with the rest
-    with pytest.raises(TransactionFailed, match=r"1 records undelivered .* \(delivered: out\[0\]@1-1\)"):
+    with pytest.raises(TransactionFailed, match=r"1 records undelivered: none acknowledged for 0.2 s "
+                                                r"\(delivered: out\[0\]@1-1\)"):
         run.commit(staged(b"a", b"b"))
     assert run.producer.calls[-2:] == ["flush", "abort_transaction"]
     assert run.producer.offsets_sent == [] and run.producer.visible == []
@@ -339,8 +343,31 @@ def test_a_commit_that_times_out_twice_has_an_unknown_outcome(scenario):
     assert run.counted() == {"begun": 1, "committed": 0, "aborted": 0}
 
 
+def test_deliveries_that_keep_coming_are_waited_for_past_the_call_timeout(scenario):
+    # a busy worker's large commit: its reports come slowly, but they come
+    run = scenario(call_timeout_s=0.2, deadline_grace_s=0.3)
+    values = [bytes([value]) for value in range(8)]
+    run.producer.in_flight = set(range(8))
+    run.producer.lands_per_flush = 1
+    started = time.monotonic()
+    run.commit(staged(*values))
+    assert time.monotonic() - started > 2 * (0.2 + 0.3), "the wait outlasted a step's deadline twice"
+    assert run.producer.visible == [("out", value) for value in values]
+    assert run.counted() == {"begun": 1, "committed": 1, "aborted": 0}
+
+
+def test_the_wait_for_deliveries_ends_within_the_transaction_timeout_even_while_they_come(scenario):
+    # 70% of a 1 s transaction timeout: the rest is left to send the offsets and commit
+    run = scenario(call_timeout_s=0.2, deadline_grace_s=0.3, **{"transaction.timeout.ms": 1000})
+    run.producer.in_flight = set(range(100))
+    run.producer.lands_per_flush = 1
+    with pytest.raises(TransactionFailed, match="records undelivered at the end of the time the transaction has"):
+        run.commit(staged(*[b"v"] * 100))
+    assert run.producer.visible == [] and run.producer.calls[-1] == "abort_transaction"
+
+
 def test_an_abort_that_is_fenced_gives_the_partition_up(scenario):
-    run = scenario()
+    run = scenario(call_timeout_s=0.2)
     run.producer.in_flight = {0}
     run.producer.failures["abort_transaction"] = [error(KafkaError.PRODUCER_FENCED)]
     with pytest.raises(ProducerFenced):
@@ -350,7 +377,7 @@ def test_an_abort_that_is_fenced_gives_the_partition_up(scenario):
 
 
 def test_an_abort_that_fails_otherwise_is_a_failed_transaction(scenario):
-    run = scenario()
+    run = scenario(call_timeout_s=0.2)
     run.producer.in_flight = {0}
     run.producer.failures["abort_transaction"] = [error(KafkaError._TIMED_OUT, retriable=True)]
     with pytest.raises(TransactionFailed, match="abort failed"):
@@ -398,7 +425,7 @@ def test_a_commit_whose_steps_each_keep_their_deadline_is_not_stuck_however_long
 def test_a_failed_transaction_never_claims_the_id_again(scenario):
     # librdkafka may reuse a failed transaction's sequence numbers on the same producer: the next
     # assignment claims the id again, on a new one.
-    run = scenario()
+    run = scenario(call_timeout_s=0.2)
     run.producer.in_flight = {0}
     with pytest.raises(TransactionFailed):
         run.commit(staged(b"a"))
