@@ -19,6 +19,7 @@ from benchmarks.summary import (
     point_label,
     ratio,
     summarise,
+    summarise_ordinary_app,
     summarise_references,
     with_backlogs,
 )
@@ -57,6 +58,23 @@ def write(results: dict, report_path: Path, plot_dir: Path) -> None:
     rel = os.path.relpath(plot_dir, report_path.parent)
     report_path.parent.mkdir(parents=True, exist_ok=True)
     report_path.write_text("\n".join(_markdown(results, summary, references, {k: f"{rel}/{v}" for k, v in {**plots, "results": "results.json"}.items()})) + "\n")
+
+
+def ordinary_app_findings(ordinary: dict, summary: dict) -> list[str]:
+    """The ordinary Faust app's line: its rate under each guarantee, beside the pipeline's exactly_once."""
+    if not ordinary:
+        return []
+    key = next(iter(ordinary.values()))["point"]
+    rates = "; ".join(
+        f"{guarantee} {_s(line[THROUGHPUT])} events/s ({figure(line['cpu.worker_s_per_1k_events']['median'], 2)} "
+        f"worker CPU s per 1,000 events" + ("" if line["counts_match"] else ", counts not all matching reconcile's")
+        + ")" for guarantee, line in sorted(ordinary.items()))
+    same_knobs = sorted((k for k in summary if k._replace(backlog=key.backlog) == key), key=lambda k: k.backlog)
+    beside = (f"; the pipeline's exactly_once with the same knobs and a {same_knobs[0].backlog:,}-record backlog: "
+              f"{_s(summary[same_knobs[0]]['exactly_once'][THROUGHPUT])} events/s" if same_knobs else "")
+    return [f"* **An ordinary Faust app on faust-eos** (the stock Faust line's two hops, per-event agents with "
+            f"Faust's own topics and tables, only `eos://` and `eos-rocksdb://` changed: `benchmarks/ordinary_eos.py`; "
+            f"{point_label(key)}): {rates}{beside}."]
 
 
 def headline(summary: dict, references: dict, latency_rate: Optional[float] = None) -> list[str]:
@@ -244,6 +262,7 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     yield "## Findings"
     yield ""
     yield from headline(summary, references, results["meta"]["workload"]["latency_rate"])
+    yield from ordinary_app_findings(summarise_ordinary_app(results), summary)
     yield ""
     yield ("An overhead is how much lower exactly_once's throughput is than at_least_once's (negative: "
            "exactly_once was faster). Both guarantees run the same code: every record an event sends, output or "

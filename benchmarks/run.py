@@ -22,11 +22,13 @@ from typing import Any, Callable, Optional
 import config
 from benchmarks import longtx, profile, reference, report
 from benchmarks.measure import machine
-from benchmarks.pipeline import STOCK_FAUST, Point, Workload, run_point
+from benchmarks.pipeline import ORDINARY_AT_LEAST_ONCE, ORDINARY_EXACTLY_ONCE, STOCK_FAUST, Point, Workload, run_point
 from config import REPO_ROOT, settings
 from tools import broker
 
 GUARANTEES = ("at_least_once", "exactly_once")
+#: the backlog the ordinary Faust app drains by default
+ORDINARY_APP_BACKLOG = 100_000
 
 
 def _ints(text: str) -> list[int]:
@@ -68,6 +70,12 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--no-stock-faust", dest="stock_faust", action="store_false",
                         help="skip the stock Faust reference line (benchmarks/stock_faust.py), run at each "
                              "commit interval")
+    parser.add_argument("--no-ordinary-app", dest="ordinary_app", action="store_false",
+                        help="skip the ordinary Faust app on faust-eos (benchmarks/ordinary_eos.py), run under both "
+                             "guarantees at the first point with one worker")
+    parser.add_argument("--ordinary-app-backlog", type=int, default=ORDINARY_APP_BACKLOG, metavar="N",
+                        help=f"the backlog the ordinary Faust app drains (default {ORDINARY_APP_BACKLOG:,}: large "
+                             "enough that a worker stalling under load shows)")
     parser.add_argument("--no-profile", dest="profile", action="store_false",
                         help="skip the profiled runs (one per guarantee at the first point, with py-spy)")
     parser.add_argument("--stall-timeout-ms", type=int, default=20_000,
@@ -84,12 +92,15 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         args.commit_intervals, args.record_sizes, args.partitions, args.workers = [100], [0], [6], [1]
         args.repeats, args.latency_rate, args.latency_seconds = 1, 200.0, 5.0
         args.throughput_events, args.warmup_events, args.reference_seconds, args.tx_records = [3_000], 200, 1.0, [10]
+        args.ordinary_app_backlog = 3_000
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     if args.profile and args.report_from is None and profile.py_spy() is None:
         parser.error("py-spy is not installed (scripts/setup installs it): install it, or pass --no-profile")
     if any(n < 1 for n in args.throughput_events):
         parser.error("--throughput-events must all be at least 1")
+    if args.ordinary_app_backlog < 1:
+        parser.error("--ordinary-app-backlog must be at least 1")
     if any(ms < 1 or ms * 3 > 900_000 for ms in args.commit_intervals):
         parser.error("--commit-intervals must be between 1 and 300000 ms")
     if any(size > settings.max_event_bytes for size in args.record_sizes):
@@ -206,7 +217,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     first = plan[0]
     stock_points = [p for p in plan  # the commit-interval sweep: the first point but for its interval
                     if replace(p, commit_interval_ms=first.commit_interval_ms) == first] if args.stock_faust else []
-    steps = (len(GUARANTEES) + args.repeats * (len(plan) * len(GUARANTEES) + len(args.record_sizes) + len(stock_points))
+    ordinary_lines = (ORDINARY_AT_LEAST_ONCE, ORDINARY_EXACTLY_ONCE) if args.ordinary_app else ()
+    ordinary_point = replace(first, workers=1, backlog=args.ordinary_app_backlog)
+    steps = (len(GUARANTEES) + args.repeats * (len(plan) * len(GUARANTEES) + len(args.record_sizes) + len(stock_points)
+                                               + len(ordinary_lines))
              + len(modes) * args.long_transaction + len(GUARANTEES) * args.profile)
     progress = Progress(steps)
     results: dict[str, Any] = {
@@ -226,7 +240,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                                   "window_seconds": settings.window_seconds,
                                   "session_timeout_s": settings.session_timeout_s},
         },
-        "pipeline": [], "reference": [], "stock_faust": [], "long_transaction": [], "profiles": [], "failures": [],
+        "pipeline": [], "reference": [], "stock_faust": [], "ordinary_app": [], "long_transaction": [], "profiles": [],
+        "failures": [],
         "warm_up": [],
     }
 
@@ -258,6 +273,11 @@ def main(argv: Optional[list[str]] = None) -> int:
             step(f"repeat {repeat + 1}, stock Faust reference, {point.label}", "stock_faust",
                  {"repeat": repeat, "guarantee": STOCK_FAUST, "point": asdict(point)},
                  lambda: {**run_point(point, STOCK_FAUST, workload, work_dir, progress), "repeat": repeat},
+                 lambda result: f"{_drain(result)}, counts match reconcile: {result['counts']['match']}")
+        for line in ordinary_lines if repeat % 2 == 0 else ordinary_lines[::-1]:
+            step(f"repeat {repeat + 1}, ordinary Faust app, {line}, {ordinary_point.label}", "ordinary_app",
+                 {"repeat": repeat, "guarantee": line, "point": asdict(ordinary_point)},
+                 lambda: {**run_point(ordinary_point, line, workload, work_dir, progress), "repeat": repeat},
                  lambda result: f"{_drain(result)}, counts match reconcile: {result['counts']['match']}")
     if args.profile:
         for guarantee in GUARANTEES:

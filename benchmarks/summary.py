@@ -128,6 +128,23 @@ def _median_run(runs: list[dict], metric: str) -> dict:
     return ordered[len(ordered) // 2] if ordered else runs[0]
 
 
+#: the ordinary Faust app's lines (:mod:`benchmarks.ordinary_eos`), each with the guarantee it runs under
+ORDINARY_APP_LINES = {"ordinary_exactly_once": "exactly_once", "ordinary_at_least_once": "at_least_once"}
+
+
+def summarise_ordinary_app(results: dict) -> dict:
+    """Per guarantee the ordinary Faust app ran under: its runs' spread of :data:`STOCK_METRICS`, their point,
+    and whether every run's counts matched reconcile's."""
+    out: dict[str, Any] = {}
+    for line, guarantee in ORDINARY_APP_LINES.items():
+        runs = [r for r in results.get("ordinary_app") or [] if r["guarantee"] == line]
+        if runs:
+            out[guarantee] = {m: stats.spread([get(r, m) for r in runs]) for m in STOCK_METRICS}
+            out[guarantee].update(runs=len(runs), point=point_key(runs[0]["point"]),
+                                  counts_match=all(r["counts"]["match"] for r in runs))
+    return out
+
+
 def summarise_references(results: dict) -> dict:
     """Per record size: raw limits, and each transactional setting against the idempotent run of its repeat."""
     out: dict[int, dict] = {}

@@ -3,9 +3,9 @@ import pytest
 
 from benchmarks import stats
 from benchmarks.pipeline import Point
-from benchmarks.report import headline
+from benchmarks.report import headline, ordinary_app_findings
 from benchmarks.run import parse_args, points
-from benchmarks.summary import point_key, summarise, with_backlogs
+from benchmarks.summary import point_key, summarise, summarise_ordinary_app, with_backlogs
 
 
 def test_percentile_interpolates_between_ranks():
@@ -161,3 +161,19 @@ def test_the_setup_names_the_unmeasured_warm_up_runs_and_what_the_broker_spent_o
     assert line.endswith("(at_least_once 6,651 events/s, 0.12 broker CPU s per 1,000 events, exact; "
                          "exactly_once 11,636 events/s, 0.09 broker CPU s per 1,000 events, NOT exact).")
     assert list(warm_up_lines({})) == []  # results from before the warm-up runs were made
+
+
+def test_findings_show_the_ordinary_faust_app_under_each_guarantee_beside_the_pipeline():
+    def ordinary(line: str, rate: float, match: bool = True) -> dict:
+        return {**_run(line, 100_000, 200.0), "throughput": {"drain_events_per_s": rate},
+                "cpu": {"worker_s_per_1k_events": 0.5}, "counts": {"match": match}}
+
+    results = {"ordinary_app": [ordinary("ordinary_exactly_once", 1800.0), ordinary("ordinary_exactly_once", 1600.0),
+                                ordinary("ordinary_at_least_once", 1500.0, match=False)]}
+    pipeline = summarise({"pipeline": [_run(g, 50_000, 300.0) for g in ("at_least_once", "exactly_once")]})
+    (line,) = ordinary_app_findings(summarise_ordinary_app(results), pipeline)
+    assert "1 w, 100,000 backlog" in line
+    assert "at_least_once 1,500 events/s (0.50 worker CPU s per 1,000 events, counts not all matching" in line
+    assert "exactly_once 1,700 [1,600–1,800] events/s (0.50 worker CPU s per 1,000 events)" in line
+    assert line.endswith("same knobs and a 50,000-record backlog: 4,000 events/s.")
+    assert ordinary_app_findings(summarise_ordinary_app({}), pipeline) == []
