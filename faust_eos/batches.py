@@ -162,22 +162,29 @@ class Batches(faust.Schema):
 def batched_topics(channels: Iterable[Any]) -> dict[str, Optional[int]]:
     """Per topic name the app's channels subscribe to: its records per batch, None if not handed out in batches.
 
-    Raises :class:`SettingRefused` for a topic subscribed both with :class:`Batches` and without.
+    A topic is handed out in batches when its channels all have the :class:`Batches`
+    schema (up to the smallest ``max_records`` of theirs), or all unpack batches into
+    events of their own records (a :class:`faust_eos.Topic` without that schema:
+    :mod:`faust_eos.unpacking`), up to :data:`DEFAULT_MAX_RECORDS`. Raises
+    :class:`SettingRefused` for a topic subscribed both with :class:`Batches` and without.
     """
-    batched: dict[str, Optional[int]] = {}
+    limits: dict[str, list[Optional[int]]] = {}  # per topic: each channel's records per batch (None: one by one)
+    with_schema: dict[str, bool] = {}  # per topic: whether its channels have the Batches schema
     for channel in channels:
         schema = getattr(channel, "schema", None)
-        max_records = schema.max_records if isinstance(schema, Batches) else None
+        explicit = isinstance(schema, Batches)
+        unpacks = getattr(channel, "unpacks_batches", None)
+        max_records = (schema.max_records if explicit else
+                       DEFAULT_MAX_RECORDS if unpacks is not None and unpacks() else None)
         for name in getattr(channel, "topics", None) or ():
-            known = batched.setdefault(name, max_records)
-            if (known is None) != (max_records is None):
+            if with_schema.setdefault(name, explicit) != explicit:
                 raise SettingRefused(
                     f"topic {name!r} is subscribed both with the faust_eos.Batches schema and without it: a "
                     "fetched record is handed out either in a batch or alone, so give every agent of the topic "
                     "the same schema"
                 )
-            batched[name] = min(known, max_records) if known is not None else None
-    return batched
+            limits.setdefault(name, []).append(max_records)
+    return {name: None if None in each else min(n for n in each if n is not None) for name, each in limits.items()}
 
 
 def _unchanged(raw: Optional[bytes]) -> Any:

@@ -22,6 +22,7 @@ from faust.streams import current_event
 from faust.types import TP
 
 from faust_eos import faust_internals, metrics
+from faust_eos.adoption import adopt
 from faust_eos.at_least_once import HeldSends, PlainProducer
 from faust_eos.batches import Batch, batch_records, batched_topics
 from faust_eos.delivery import Delivery
@@ -51,6 +52,7 @@ class Consumer(RecoveryReads):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        adopt(self.app)  # made as the worker starts, before its agents: their topics and tables take the short paths
         self.delivery = Delivery()
         #: the short path of sends and table operations inside the event being processed
         self.event_paths = EventPaths(self.staging_for_sends, lambda: self.app.sensors, self._commit_early_if_full)

@@ -20,13 +20,29 @@ SEND_HOOKS = ("on_send_initiated", "on_send_completed", "on_send_error")
 TABLE_HOOKS = ("on_table_get", "on_table_set", "on_table_del")
 
 
+class Watching:
+    """Which of the app's sensors see sends and table operations, worked out once for a set of sensors."""
+
+    __slots__ = ("sensors", "send_sensors", "sensors_read_records", "table_sensors")
+
+    def __init__(self, sensors: tuple[Any, ...]) -> None:
+        self.sensors = sensors
+        #: sensors with sends of their own to watch (each is called for every send, as Faust calls it)
+        self.send_sensors = tuple(sensor for sensor in sensors if _overrides(sensor, SEND_HOOKS))
+        #: whether any of them reads the records sent (the message, its metadata); Faust's own
+        #: monitor only counts and times sends
+        self.sensors_read_records = any(type(sensor) is not faust.Monitor for sensor in self.send_sensors)
+        #: sensors with table reads, writes or deletes to watch
+        self.table_sensors = tuple(sensor for sensor in sensors if _overrides(sensor, TABLE_HOOKS))
+
+
 class EventPath:
     """The event being processed, where its records are staged, and the sensors that see its operations."""
 
     __slots__ = ("event", "staging", "tables", "source", "offset", "partition", "send_sensors",
                  "sensors_read_records", "table_sensors")
 
-    def __init__(self, event: Any, staging: Any, sensors: Iterable[Any]) -> None:
+    def __init__(self, event: Any, staging: Any, watching: Watching) -> None:
         message = event.message
         self.event = event
         #: where its output records go: under exactly_once the transaction manager, under at_least_once the held sends
@@ -38,14 +54,9 @@ class EventPath:
         self.offset: int = message.offset
         #: the event's input partition: the partition of every table it writes
         self.partition: int = message.partition
-        sensors = list(sensors)
-        #: sensors with sends of their own to watch (each is called for every send, as Faust calls it)
-        self.send_sensors = tuple(sensor for sensor in sensors if _overrides(sensor, SEND_HOOKS))
-        #: whether any of them reads the records sent (the message, its metadata); Faust's own
-        #: monitor only counts and times sends
-        self.sensors_read_records = any(type(sensor) is not faust.Monitor for sensor in self.send_sensors)
-        #: sensors with table reads, writes or deletes to watch
-        self.table_sensors = tuple(sensor for sensor in sensors if _overrides(sensor, TABLE_HOOKS))
+        self.send_sensors = watching.send_sensors
+        self.sensors_read_records = watching.sensors_read_records
+        self.table_sensors = watching.table_sensors
 
 
 class EventPaths:
@@ -58,6 +69,7 @@ class EventPaths:
         self._on_event = on_event  # called as each event begins its first operation
         self._event: Any = None
         self._path: Optional[EventPath] = None
+        self._watching = Watching(())
 
     def current(self) -> Optional[EventPath]:
         """The path of the event being processed; None outside events, or before records can be staged."""
@@ -66,10 +78,17 @@ class EventPaths:
             return None
         if event is not self._event:
             staging = self._staging_for_sends()
-            self._path = None if staging is None else EventPath(event, staging, self._sensors())
+            self._path = None if staging is None else EventPath(event, staging, self._watching_now())
             self._event = event
             self._on_event()
         return self._path
+
+    def _watching_now(self) -> Watching:
+        """What the app's sensors watch; worked out again only when they change (sensors come and go rarely)."""
+        sensors = tuple(self._sensors())
+        if sensors != self._watching.sensors:
+            self._watching = Watching(sensors)
+        return self._watching
 
 
 def _overrides(sensor: Any, hooks: tuple[str, ...]) -> bool:

@@ -46,6 +46,11 @@ Private names used, and why:
   (:func:`has_changelog_callback`).
 * ``Topic._get_producer`` (overridden through :meth:`TopicHooks.producer_for_sends`):
   what every send of a topic awaits for its producer.
+* ``Channel._queue`` (through :meth:`TopicHooks.queue`): a channel's queue of events, made
+  on first use, made by the topic itself when it asks (:meth:`TopicHooks.new_queue`).
+* ``Topic._compile_decode`` (through :meth:`TopicHooks.decoder`, and :func:`compile_decode`):
+  it sets the topic's ``decode``, which the conductor calls for each fetched record, as
+  an attribute of the topic object.
 * ``Topic._on_published``, given with its ``message`` in a ``functools.partial`` to the
   future a producer's ``send`` returns: told apart from other callbacks of that future,
   as it reads no record's offset unless the send had a callback of its own
@@ -219,6 +224,24 @@ class TopicHooks(faust.Topic):
         """The producer (under exactly-once: the transaction manager) a send of this topic goes to."""
         return await super()._get_producer()
 
+    def _compile_decode(self) -> None:
+        super()._compile_decode()
+        self.decode = self.decoder(self.decode)
+
+    def decoder(self, faust_decode: Callable[..., Any]) -> Callable[..., Any]:
+        """What decodes each record this topic is handed (``faust_decode``: Faust's for its schema)."""
+        return faust_decode
+
+    @property
+    def queue(self) -> Any:
+        if self._queue is None:
+            self._queue = self.new_queue()
+        return super().queue
+
+    def new_queue(self) -> Any:
+        """The queue of events made for this channel on first use; None makes Faust's own."""
+        return None
+
 
 def reads_no_offset(callback: Any) -> bool:
     """Whether ``callback``, given to the future of a record sent, is Faust's own for a send without a callback
@@ -231,6 +254,11 @@ def reads_no_offset(callback: Any) -> bool:
 
 
 _ON_PUBLISHED = faust.Topic._on_published
+
+
+def compile_decode(topic: Any) -> None:
+    """Make ``topic``'s ``decode`` again (after its class changed: :mod:`faust_eos.adoption`)."""
+    topic._compile_decode()
 
 
 def committed_offsets(consumer: Any) -> MutableMapping[TP, Optional[int]]:

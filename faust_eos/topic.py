@@ -26,10 +26,11 @@ import faust
 from faust.types import CodecArg, HeadersArg, RecordMetadata, SchemaT
 from faust.types.tuples import MessageSentCallback, PendingMessage
 
-from faust_eos.batches import Batches
+from faust_eos.batches import Batch, Batches
 from faust_eos.codec import Codecs, codecs_of
 from faust_eos.event_path import EventPath
 from faust_eos.faust_internals import TopicHooks
+from faust_eos.unpacking import Decode, UnpackingQueue
 
 
 class Topic(TopicHooks):
@@ -97,6 +98,53 @@ class Topic(TopicHooks):
         return stage(path, raw_key, raw_value, partition, timestamp, open_headers, completed,
                      path.sensors_read_records)
 
+    def unpacks_batches(self) -> bool:
+        """Whether this channel takes fetched batches and hands out an event per record (:mod:`faust_eos.unpacking`):
+        every topic of this class but those with the :class:`~faust_eos.batches.Batches` schema."""
+        return not isinstance(self.schema, Batches)
+
+    def new_queue(self) -> Optional[UnpackingQueue]:
+        if not self.unpacks_batches():
+            return None
+        maxsize = self.maxsize if self.maxsize is not None else self.app.conf.stream_buffer_maxsize
+        return UnpackingQueue(self._record_decoder(), maxsize=maxsize, flow_control=self.app.flow_control,
+                              clear_on_resume=True)
+
+    def decoder(self, faust_decode: Callable[..., Any]) -> Callable[..., Any]:
+        """Faust's decoding, but for a batch to unpack: its event's value is the batch (its queue unpacks it)."""
+        if not self.unpacks_batches():
+            return faust_decode
+        create_event = self.app.create_event
+
+        async def decode(message: Any, *, propagate: bool = False) -> Any:
+            if isinstance(message.value, Batch):
+                return create_event(None, message.value, (), message)
+            return await faust_decode(message, propagate=propagate)
+        return decode
+
+    def _record_decoder(self) -> Decode:
+        """What decodes a record of a batch into the event Faust's own decoding would make of it."""
+        app, schema = self.app, self.schema
+        create_event, allow_empty = app.create_event, schema.allow_empty
+        if _decodes_as_faust_schema(schema):
+            codecs = self.codecs()
+            loads_key = codecs.key_loader(schema.key_type, schema.key_serializer)
+            loads_raw_value = codecs.value_loader(schema.value_type, schema.value_serializer)
+
+            def decode(message: Any) -> Any:
+                raw = message.value
+                value = None if raw is None and allow_empty else loads_raw_value(raw)
+                return create_event(loads_key(message.key), value, message.headers, message)
+            return decode
+        serializers = app.serializers
+
+        def decode_by_schema(message: Any) -> Any:
+            key = schema.loads_key(app, message, loads=serializers.loads_key)
+            value = (None if message.value is None and allow_empty
+                     else schema.loads_value(app, message, loads=serializers.loads_value))
+            return create_event(key, value, message.headers, message)
+        return decode_by_schema
+
     def codecs(self) -> Codecs:
         """The app's codecs (:class:`faust_eos.codec.Codecs`), looked up once."""
         codecs = self.__dict__.get("_codecs")
@@ -132,6 +180,12 @@ class Topic(TopicHooks):
         raw_key = None if key is None else codecs.dumps_key(schema.key_type, key, key_serializer or schema.key_serializer)
         raw_value = codecs.dumps_value(schema.value_type, value, value_serializer or schema.value_serializer)
         return raw_key, raw_value, open_headers
+
+
+def _decodes_as_faust_schema(schema: Any) -> bool:
+    """Whether ``schema`` decodes keys and values as ``faust.Schema`` does: then the app's codecs do it."""
+    kind = type(schema)
+    return all(getattr(kind, name) is getattr(faust.Schema, name) for name in ("loads_key", "loads_value", "decode"))
 
 
 def _encodes_as_faust_schema(schema: Any) -> bool:

@@ -124,11 +124,15 @@ def test_a_topic_subscribed_with_and_without_batches_is_refused():
         batched_topics(channels)
 
 
+class OwnTopic(faust.Topic):
+    """A topic class of the app's own: the library leaves it to Faust."""
+
+
 def test_the_consumer_hands_out_a_batches_topic_in_batches_and_other_topics_record_by_record():
     async def scenario() -> None:
         app = worker_app()
         app.topics.add(app.topic("payments", schema=Batches(value_type=bytes, max_records=3)))
-        app.topics.add(app.topic("refunds", value_type=bytes))
+        app.topics.add(OwnTopic(app, topics=["refunds"], value_type=bytes))
         consumer: Consumer = app.consumer
         refunds = TP("refunds", 0)
         condensed = consumer._condensed({PAYMENTS: fetched(*[b"p"] * 4), refunds: [record(7, refunds)]})

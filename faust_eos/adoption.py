@@ -1,0 +1,67 @@
+"""An app on ``eos://`` gets the library's short paths without asking for them.
+
+A Faust app written as Faust's documentation teaches it builds its topics and
+tables of Faust's own classes, at import, before anything of faust-eos runs.
+Their sends and table reads and writes then take Faust's per-operation path: a
+future, a pending message and the registry's encoding per send, a changelog
+send per table write. :func:`adopt` gives such an app the library's classes
+when its worker starts, before any agent runs:
+
+* the app's ``Topic`` and ``Table`` settings, left at Faust's own classes, become
+  :class:`faust_eos.Topic` and :class:`faust_eos.Table`, so that topics and tables
+  made from then on are the library's;
+* each topic and table already made of exactly Faust's own class becomes an
+  instance of the library's subclass. The subclasses add short paths and keep
+  no state of their own beyond caches, so an object made by Faust's class is a
+  sound instance of theirs. Faust keeps no list of the topics an app made, so
+  they are found among the process's objects, once.
+
+A class of the app's own (a subclass of Faust's, or another setting) is left as it is.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+import warnings
+from typing import Any
+
+import faust
+
+from faust_eos.faust_internals import compile_decode
+from faust_eos.table import Table
+from faust_eos.topic import Topic
+
+log = logging.getLogger(__name__)
+
+#: Faust's own classes, and the library's subclass each is adopted as
+ADOPTED = {faust.Topic: Topic, faust.Table: Table}
+
+
+def adopt(app: Any) -> int:
+    """Give ``app`` the library's topic and table classes, for what it made and will make; how many objects
+    changed class."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Faust warns that objects made before keep the old class: handled below
+        if app.conf.Topic is faust.Topic:
+            app.conf.Topic = Topic
+        if app.conf.Table is faust.Table:
+            app.conf.Table = Table
+    adopted = 0
+    for table in app.tables.values():
+        adopted += _adopted(table)
+    for obj in gc.get_objects():
+        if type(obj) is faust.Topic and obj.app is app:
+            adopted += _adopted(obj)
+    if adopted:
+        log.info("%d topics and tables of Faust's own classes take faust-eos's short paths", adopted)
+    return adopted
+
+
+def _adopted(obj: Any) -> int:
+    library_class = ADOPTED.get(type(obj))
+    if library_class is None:
+        return 0
+    obj.__class__ = library_class
+    if library_class is Topic:
+        compile_decode(obj)  # a topic's decoding is made as it is built: made again, the library's way
+    return 1

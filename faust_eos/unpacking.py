@@ -1,0 +1,117 @@
+"""Per-record events for ordinary streams, at the cost of one Faust dispatch per fetched batch.
+
+Faust hands every fetched record to the streams on its own: its fetch loop
+starts a task for each record, the conductor decodes it and puts an event in
+each subscribed channel's queue, with flow control and acknowledgement
+bookkeeping around each step. That is most of what an ordinary per-event agent
+costs before its own code runs.
+
+On ``eos://`` the consumer hands a topic's fetched records out in batches (as
+one message per batch, :mod:`faust_eos.batches`) when every channel subscribed
+to the topic is a :class:`faust_eos.Topic` that unpacks them. Such a channel's
+queue (:class:`UnpackingQueue`) unpacks each batch event as it is put: one
+event per record, decoded by the channel's schema, each with a message of its
+own (:class:`RecordMessage`). From there Faust's own stream takes the events as
+it takes any: its processors, ``take``, ``group_by``, ``current_event``,
+acknowledgements and sensors are Faust's.
+
+A batch is acknowledged, and so may commit, once every stream is done with
+every one of its records. A batch cut short (a rebalance clears the queues) is
+never acknowledged: the partition's next positioning fetches it again, whole.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Iterator, Optional
+
+from faust.exceptions import DecodeError
+from faust.types.tuples import ConsumerMessage
+from mode.utils.queues import ThrowableQueue
+
+from faust_eos.batches import Batch
+
+log = logging.getLogger(__name__)
+
+
+class BatchProgress:
+    """How many records of one batch event, in one channel, are not done yet; the event is acknowledged at none."""
+
+    __slots__ = ("event", "remaining")
+
+    def __init__(self, event: Any, records: int) -> None:
+        self.event = event
+        self.remaining = records
+        if not records:
+            event.ack()
+
+    def record_done(self) -> None:
+        self.remaining -= 1
+        if not self.remaining:
+            self.event.ack()
+
+
+class RecordMessage(ConsumerMessage):
+    """One record of a batch, as Faust's consumer makes a message of it, telling its batch when it is acknowledged.
+
+    Faust marks a message acknowledged by setting its ``acked`` (its stream
+    iterator does so without calling any method of the message): here that
+    setting is watched.
+    """
+
+    progress: Optional[BatchProgress] = None
+    _done = False
+
+    @property  # type: ignore[override]
+    def acked(self) -> bool:
+        return self._done
+
+    @acked.setter
+    def acked(self, done: bool) -> None:
+        if done and not self._done and self.progress is not None:
+            self.progress.record_done()
+        self._done = done
+
+
+def record_messages(batch_message: Any) -> Iterator[RecordMessage]:
+    """A message per record of the batch ``batch_message`` stands for, as Faust's consumer builds them."""
+    generation = batch_message.generation_id
+    for record in batch_message.value.records:
+        yield RecordMessage(
+            record.topic, record.partition, record.offset,
+            record.timestamp / 1000.0 if record.timestamp is not None else None, record.timestamp_type,
+            record.headers, record.key, record.value, record.checksum, record.serialized_key_size,
+            record.serialized_value_size, batch_message.tp, generation_id=generation,
+        )
+
+
+#: decodes one record's message into the event a channel hands out (None: the record cannot be decoded)
+Decode = Callable[[RecordMessage], Optional[Any]]
+
+
+class UnpackingQueue(ThrowableQueue):
+    """A channel's queue of events that puts each batch event in as the events of its records, in order."""
+
+    def __init__(self, decode: Decode, **queue: Any) -> None:
+        super().__init__(**queue)
+        self._decode = decode
+
+    def _put(self, item: Any) -> None:
+        if isinstance(getattr(item, "value", None), Batch):
+            self._queue.extend(self._unpacked(item))
+        else:
+            self._queue.append(item)
+
+    def _unpacked(self, batch_event: Any) -> list[Any]:
+        events = []
+        for message in record_messages(batch_event.message):
+            try:
+                event = self._decode(message)
+            except DecodeError as exc:  # as the library's batches: logged and skipped
+                log.error("Skipping %s[%d]@%d, which cannot be decoded: %s",
+                          message.topic, message.partition, message.offset, exc)
+                continue
+            events.append(event)
+        progress = BatchProgress(batch_event, len(events))
+        for event in events:
+            event.message.progress = progress
+        return events

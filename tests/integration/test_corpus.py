@@ -1,0 +1,198 @@
+"""The corpus: ordinary Faust apps, as their authors wrote them, run on ``eos://`` and checked exact from outside.
+
+Each app uses one of Faust's stream features on the library's per-record
+delivery (:mod:`faust_eos.unpacking`): ``group_by``, windowed tables relative
+to the stream, ``take``, agents that yield replies to ``ask``, and a timer that
+sends what a table holds. A ``read_committed`` reader checks every update.
+The two-agent app of the benchmarks, under a large backlog, is in
+``test_ordinary_app.py``.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import time
+
+import faust
+import pytest
+
+from corpus_support import CorpusApp
+
+pytestmark = pytest.mark.broker
+
+WAIT_S = 300  # generous: the machine is shared; this bounds a stall, it is not a timing check
+
+WORD_COUNT = '''
+class Word(faust.Record, serializer="json"):
+    word: str
+    n: int
+
+
+words = app.topic("{words_topic}", value_type=Word)
+counts_out = app.topic("{counts_topic}", key_type=str, value_type=bytes, value_serializer="json")
+counts = app.Table("counts", default=int)
+
+
+@app.agent(words)
+async def count(stream):
+    async for word in stream.group_by(Word.word, name="by-word"):
+        counts[word.word] += 1
+        await counts_out.send(key=word.word, value={{"word": word.word, "n": word.n, "count": counts[word.word]}})
+'''
+
+
+def test_a_word_count_that_repartitions_with_group_by_counts_every_word_once(kafka, tmp_path):
+    corpus = CorpusApp(kafka, tmp_path, "group-by", WORD_COUNT, ["words", "counts"])
+    words = [f"w{(i * 7) % 13}" for i in range(3_000)]
+    corpus.start()
+    corpus.wait_ready()
+    # keyed by their number, not their word: the agent repartitions them by word
+    corpus.produce("words", ((b"%d" % n, json.dumps({"word": w, "n": n}).encode(), None) for n, w in enumerate(words)))
+    updates = corpus.wait_for_output("counts", lambda found: len(found) >= len(words), WAIT_S, "every word counted")
+    assert corpus.stop() == 0
+
+    by_word = collections.defaultdict(list)
+    for update in updates:
+        by_word[update["word"]].append(update["count"])
+    assert {w: c for w, c in by_word.items() if c != list(range(1, len(c) + 1))} == {}
+    assert {w: len(c) for w, c in by_word.items()} == dict(collections.Counter(words))
+    assert sorted(update["n"] for update in updates) == list(range(len(words)))
+
+
+WINDOWED_COUNT = '''
+from datetime import timedelta
+
+clicks = app.topic("{clicks_topic}", key_type=str, value_type=bytes, key_serializer="raw", value_serializer="json")
+counts_out = app.topic("{counts_topic}", key_type=str, value_type=bytes, value_serializer="json")
+tumbling = app.Table("tumbling", default=int).tumbling(10.0, expires=timedelta(days=1)).relative_to_stream()
+hopping = app.Table("hopping", default=int).hopping(10.0, 5.0, expires=timedelta(days=1)).relative_to_stream()
+
+
+@app.agent(clicks)
+async def count(stream):
+    async for event in stream.events():
+        page = event.key
+        tumbling[page] += 1
+        hopping[page] += 1
+        await counts_out.send(key=page, value={{"page": page, "id": event.value["id"], "ts": event.message.timestamp,
+                                               "tumbling": tumbling[page].current(),
+                                               "hopping": hopping[page].current()}})
+'''
+
+
+def test_tumbling_and_hopping_counts_relative_to_the_stream_are_exact_at_every_event(kafka, tmp_path):
+    corpus = CorpusApp(kafka, tmp_path, "windows", WINDOWED_COUNT, ["clicks", "counts"])
+    start_ms = int((time.time() - 600) * 1000)
+    clicks = [(f"p{i % 5}", start_ms + i * 40) for i in range(3_000)]  # two minutes of event time per page
+    corpus.start()
+    corpus.wait_ready()
+    corpus.produce("clicks", ((page.encode(), json.dumps({"id": i}).encode(), ts) for i, (page, ts) in enumerate(clicks)))
+    updates = corpus.wait_for_output("counts", lambda found: len(found) >= len(clicks), WAIT_S, "every click counted")
+    assert corpus.stop() == 0
+
+    assert sorted(update["id"] for update in updates) == list(range(len(clicks)))
+    windows = {"tumbling": faust.TumblingWindow(10.0), "hopping": faust.HoppingWindow(10.0, 5.0)}
+    seen: dict[str, collections.Counter] = {kind: collections.Counter() for kind in windows}
+    wrong = []
+    for update in sorted(updates, key=lambda u: u["id"]):  # each page's clicks, in the order it read them
+        for kind, window in windows.items():
+            for ranged in window.ranges(update["ts"]):
+                seen[kind][(update["page"], ranged)] += 1
+            expected = seen[kind][(update["page"], window.current(update["ts"]))]
+            if update[kind] != expected:
+                wrong.append((kind, update["id"], update[kind], expected))
+    assert wrong == []
+
+
+TAKE = '''
+numbers = app.topic("{numbers_topic}", value_type=bytes, value_serializer="json")
+sums_out = app.topic("{sums_topic}", value_type=bytes, value_serializer="json")
+
+
+@app.agent(numbers)
+async def add_up(stream):
+    async for values in stream.take(100, within=1.0):
+        await sums_out.send(value={{"numbers": [value["n"] for value in values]}})
+'''
+
+
+def test_an_agent_taking_values_a_hundred_at_a_time_sees_each_once(kafka, tmp_path):
+    corpus = CorpusApp(kafka, tmp_path, "take", TAKE, ["numbers", "sums"])
+    count = 5_000
+    corpus.start()
+    corpus.wait_ready()
+    corpus.produce("numbers", ((b"%d" % n, json.dumps({"n": n}).encode(), None) for n in range(count)))
+    sums = corpus.wait_for_output("sums", lambda found: sum(len(s["numbers"]) for s in found) >= count, WAIT_S,
+                                  "every number taken")
+    assert corpus.stop() == 0
+
+    assert sorted(n for s in sums for n in s["numbers"]) == list(range(count))
+    assert max(len(s["numbers"]) for s in sums) <= 100
+
+
+ASK = '''
+import asyncio
+
+requests = app.topic("{requests_topic}", value_type=bytes, value_serializer="json")
+answers_out = app.topic("{answers_topic}", value_type=bytes, value_serializer="json")
+
+
+@app.agent(requests)
+async def double(stream):
+    async for request in stream:
+        yield {{"n": request["n"], "double": request["n"] * 2}}
+
+
+@app.task
+async def ask_twenty():
+    for n in range(20):
+        reply = await double.ask(value={{"n": n}})
+        await answers_out.send(value=reply)
+'''
+
+
+def test_an_agent_that_yields_replies_answers_each_ask_once(kafka, tmp_path):
+    corpus = CorpusApp(kafka, tmp_path, "ask", ASK, ["requests", "answers"])
+    corpus.start()
+    answers = corpus.wait_for_output("answers", lambda found: len(found) >= 20, WAIT_S, "an answer to every ask")
+    assert corpus.stop() == 0
+
+    assert sorted((a["n"], a["double"]) for a in answers) == [(n, 2 * n) for n in range(20)]
+
+
+TIMER = '''
+sales = app.topic("{sales_topic}", key_type=str, value_type=bytes, key_serializer="raw", value_serializer="json")
+report_out = app.topic("{report_topic}", key_type=bytes, value_type=bytes, key_serializer="raw",
+                       value_serializer="json")
+totals = app.Table("totals", default=int)
+
+
+@app.agent(sales)
+async def tally(stream):
+    async for event in stream.events():
+        totals[event.key] += event.value["cents"]
+
+
+@app.timer(1.0)
+async def report():
+    await report_out.send(key=b"report", value={{"totals": dict(totals.items())}})
+'''
+
+
+def test_a_timer_sends_what_the_table_holds_and_it_ends_at_the_exact_totals(kafka, tmp_path):
+    corpus = CorpusApp(kafka, tmp_path, "timer", TIMER, ["sales", "report"])
+    sales = [(f"s{i % 4}", i % 50) for i in range(4_000)]
+    expected = collections.Counter()
+    for shop, cents in sales:
+        expected[shop] += cents
+    corpus.start()
+    corpus.wait_ready()
+    corpus.produce("sales", ((shop.encode(), json.dumps({"cents": cents}).encode(), None) for shop, cents in sales))
+    reports = corpus.wait_for_output("report", lambda found: any(r["totals"] == expected for r in found), WAIT_S,
+                                     "a report of every sale")
+    assert corpus.stop() == 0
+
+    # the reports, in the order sent (one key: one partition), only ever grow towards the totals
+    for earlier, later in zip(reports, reports[1:]):
+        assert all(later["totals"].get(shop, 0) >= total for shop, total in earlier["totals"].items())
+    assert all(r["totals"].get(shop, 0) <= total for r in reports for shop, total in expected.items())

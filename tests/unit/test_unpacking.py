@@ -1,0 +1,132 @@
+"""Ordinary streams on eos://: a topic's fetched batch reaches them as one event per record, decoded as Faust decodes.
+
+Records are as aiokafka fetches them; the consumer and the topics are a worker
+app's, never started; no broker.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import faust
+from faust.types import TP
+
+import faust_eos
+from faust_contract_support import record, worker_app
+from faust_eos.batches import DEFAULT_MAX_RECORDS, Batch, batch_records, batched_topics
+
+PAYMENTS = TP("payments", 3)
+
+
+class Payment(faust.Record, serializer="json"):
+    merchant: str
+    cents: int
+
+
+class OwnTopic(faust.Topic):
+    """A topic class of the app's own: it takes records one by one."""
+
+
+def fetched(*values: bytes, first_offset: int = 40) -> list:
+    records = []
+    for i, value in enumerate(values):
+        r = record(first_offset + i, PAYMENTS)
+        r.key, r.value, r.timestamp, r.headers = f"m{i}".encode(), value, 1_000 + i, [("h", b"%d" % i)]
+        records.append(r)
+    return records
+
+
+def started_worker() -> Any:
+    """A worker app whose consumer is made, as when the worker starts: the app is adopted."""
+    app = worker_app()
+    assert app.consumer is not None
+    return app
+
+
+async def batch_event(app: Any, topic: Any, *values: bytes) -> Any:
+    """The event Faust's conductor puts in ``topic``'s queue for one fetched batch of ``values``."""
+    [condensed] = batch_records(fetched(*values), 100)
+    message = app.consumer._to_message(PAYMENTS, condensed)
+    message.incref(1)  # as the conductor does, once per subscribed channel
+    return await topic.decode(message, propagate=True)
+
+
+def test_a_batch_comes_out_of_the_queue_as_an_event_per_record_as_faust_decodes_each_record():
+    async def scenario() -> None:
+        app = started_worker()
+        topic = app.topic("payments", key_type=str, value_type=Payment)
+        assert isinstance(topic, faust_eos.Topic) and topic.unpacks_batches()  # adopted as the worker starts
+        values = (b'{"merchant": "m0", "cents": 5}', b'{"merchant": "m1", "cents": 7}')
+        event = await batch_event(app, topic, *values)
+        assert isinstance(event.value, Batch)
+        topic.queue.put_nowait(event)
+        assert topic.queue.qsize() == 2
+        unpacked = [topic.queue.get_nowait() for _ in values]
+
+        as_faust = faust.Topic(app, topics=["payments"], key_type=str, value_type=Payment)
+        for got, fetched_record in zip(unpacked, fetched(*values)):
+            want = await as_faust.decode(app.consumer._to_message(PAYMENTS, fetched_record), propagate=True)
+            assert (got.key, got.value, got.headers) == (want.key, want.value, want.headers)
+            assert [getattr(got.message, name) for name in ("topic", "partition", "offset", "timestamp", "key", "value")] \
+                == [getattr(want.message, name) for name in ("topic", "partition", "offset", "timestamp", "key", "value")]
+            assert got.message.tp == PAYMENTS and got.message.generation_id == want.message.generation_id
+
+    asyncio.run(scenario())
+
+
+def test_the_batch_is_acknowledged_once_every_one_of_its_records_is_however_each_is_acknowledged():
+    async def scenario() -> None:
+        app = started_worker()
+        topic = app.topic("payments", key_type=str, value_type=Payment)
+        event = await batch_event(app, topic, *[b'{"merchant": "m", "cents": 1}'] * 3)
+        topic.queue.put_nowait(event)
+        first, second, third = (topic.queue.get_nowait() for _ in range(3))
+        first.ack()  # by a stream, the way Faust's pure-Python stream and take() acknowledge
+        second.message.acked = True  # the way Faust's compiled stream acknowledges: by setting it
+        assert not event.message.acked  # a commit may not pass the batch while a record is not done
+        third.ack()
+        assert event.message.acked
+
+    asyncio.run(scenario())
+
+
+def test_a_record_that_cannot_be_decoded_is_logged_and_skipped_and_does_not_hold_its_batch_back(caplog):
+    async def scenario() -> None:
+        app = started_worker()
+        topic = app.topic("payments", key_type=str, value_type=Payment)
+        event = await batch_event(app, topic, b'{"merchant": "m", "cents": 1}', b"not json")
+        with caplog.at_level(logging.ERROR):
+            topic.queue.put_nowait(event)
+        assert "payments[3]@41, which cannot be decoded" in caplog.text
+        [only] = [topic.queue.get_nowait() for _ in range(topic.queue.qsize())]
+        only.ack()
+        assert event.message.acked
+
+    asyncio.run(scenario())
+
+
+def test_topics_are_fetched_in_batches_when_every_channel_of_theirs_unpacks_them():
+    app = started_worker()
+    channels = [app.topic("payments", value_type=bytes), app.topic("payments", value_type=Payment),
+                app.topic("refunds", value_type=bytes), OwnTopic(app, topics=["refunds"]),
+                app.topic("orders", schema=faust_eos.Batches(value_type=bytes, max_records=7))]
+    assert batched_topics(channels) == {"payments": DEFAULT_MAX_RECORDS, "refunds": None, "orders": 7}
+
+
+def test_the_consumer_hands_out_an_adopted_topic_in_batches():
+    app = started_worker()
+    app.topics.add(app.topic("payments", value_type=bytes))
+    condensed = app.consumer._condensed({PAYMENTS: fetched(*[b"p"] * 4)})
+    assert [(r.value.first_offset, r.offset) for r in condensed[PAYMENTS]] == [(40, 43)]
+
+
+def test_a_plain_event_goes_through_an_unpacking_queue_unchanged():
+    async def scenario() -> None:
+        app = started_worker()
+        topic = app.topic("payments", value_type=bytes, value_serializer="raw")
+        event = await topic.decode(app.consumer._to_message(PAYMENTS, fetched(b"x")[0]), propagate=True)
+        topic.queue.put_nowait(event)
+        assert topic.queue.get_nowait() is event
+
+    asyncio.run(scenario())
