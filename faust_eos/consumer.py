@@ -221,8 +221,9 @@ class Consumer(RecoveryReads):
         """Each fetched batch Faust need not see record by record, as one record.
 
         A changelog batch becomes its last record, the rest left with the table's
-        store to apply with it; a batch of a topic with the Batches schema
-        becomes one record whose value is the whole :class:`~faust_eos.batches.Batch`.
+        store to apply with it; a batch of a topic with the Batches schema, or whose
+        channels unpack batches (:mod:`faust_eos.unpacking`), becomes one record
+        whose value is the whole :class:`~faust_eos.batches.Batch`.
         """
         if self._batch_restoring_stores is None:  # the tables are all declared before any fetch
             self._batch_restoring_stores = {
@@ -245,6 +246,8 @@ class Consumer(RecoveryReads):
         """How many records of ``topic`` go in one batch; None if they are handed out one by one."""
         if topic not in self._batched_topics:  # subscribed since the last look: look at every subscription again
             self._batched_topics = batched_topics(self.app.topics)
+            # a changelog's records go to its table's recovery, which takes them one by one
+            self._batched_topics.update(dict.fromkeys(self.app.tables.changelog_topics))
             self._batched_topics.setdefault(topic, None)
         return self._batched_topics[topic]
 

@@ -130,3 +130,12 @@ def test_a_plain_event_goes_through_an_unpacking_queue_unchanged():
         assert topic.queue.get_nowait() is event
 
     asyncio.run(scenario())
+
+
+def test_a_table_s_changelog_is_never_handed_out_in_batches_for_its_recovery_takes_records_one_by_one():
+    app = started_worker()
+    table = app.Table("totals", default=int)
+    changelog = TP(table.changelog_topic.get_topic_name(), 3)
+    app.topics.add(table.changelog_topic)
+    condensed = app.consumer._condensed({changelog: [record(7, changelog)]})
+    assert [(r.offset, r.value) for r in condensed[changelog]] == [(7, b"v")]

@@ -1,0 +1,51 @@
+"""An ordinary Faust app on eos:// stays exact when a worker crashes or the group rebalances mid-backlog.
+
+The app is the benchmarks' two-hop app (:mod:`benchmarks.two_hops`): per-event agents
+on Faust's own topics and tables, whose records reach them a fetched batch at a
+time (:mod:`faust_eos.unpacking`). Two workers drain a backlog; while they do, one
+is killed with SIGKILL and restarted, or a third joins and one leaves, so that
+batches are cut short in the middle. ``reconcile`` then checks every update of
+every merchant's total against the committed input.
+"""
+from __future__ import annotations
+
+import pytest
+
+from app.loadgen import LoadSpec
+from benchmarks.measure import OutputWatcher
+
+pytestmark = pytest.mark.broker
+
+APP = "benchmarks.ordinary_eos"
+BACKLOG = 30_000
+WAIT_S = 600  # generous: the machine is shared; this bounds a stall, it is not a timing check
+
+
+@pytest.mark.parametrize("fault", ["kill", "rebalance"])
+def test_an_ordinary_faust_app_stays_exact_through_a_fault_in_the_middle_of_a_backlog(pipeline, fault):
+    run = pipeline("exactly_once")
+    load = run.produce(LoadSpec(count=BACKLOG, seed=41))
+    valid = load.by_kind["valid"]
+    watcher = OutputWatcher(run.settings, run.settings.totals_topic)
+    watcher.start()
+    try:
+        first, _ = run.add_worker(APP), run.add_worker(APP)
+        watcher.wait_for_seed(41, valid // 4, WAIT_S)
+        if fault == "kill":
+            first.kill()
+            first.start()
+        else:
+            third = run.add_worker(APP)
+            watcher.wait_for_seed(41, valid // 2, WAIT_S)
+            assert first.stop() == 0
+            run.workers.remove(first)
+            assert third.alive()
+        watcher.wait_for_seed(41, valid, WAIT_S)
+    finally:
+        watcher.stop()
+
+    report = run.reconcile(wait_s=30)
+    assert {name: found for name, found in report["problems"].items() if name.startswith("totals:")} == {}
+    assert report["counted_events"] == valid == report["total_updates"]
+    assert [w.name for w in run.workers if "Error in recovery" in w.log_text()] == []  # tables restored cleanly
+    assert all(code == 0 for code in run.stop_all().values())
