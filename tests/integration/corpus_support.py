@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -75,8 +76,8 @@ class CorpusApp:
         Checks first that it ran on the library: its transactional id claimed, and
         its topics and tables of Faust's own classes adopted (:mod:`faust_eos.adoption`).
         """
-        if self.worker is None:
-            return None
+        if self.worker is None or self.worker.poll() is not None:
+            return None if self.worker is None else self.worker.returncode
         text = self.log.read_text()
         assert "Claimed corpus-" in text, f"the app did not run on the eos:// transport (log: {self.log})"
         assert "take faust-eos's short paths" in text, f"the app's topics were not adopted (log: {self.log})"
@@ -87,11 +88,22 @@ class CorpusApp:
             self.worker.kill()
             return self.worker.wait(30)
 
-    def produce(self, topic: str, records: Iterable[tuple[Optional[bytes], bytes, Optional[int]]]) -> int:
-        """Produce ``(key, value, timestamp_ms)`` records to one of the app's topics; how many."""
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no final commit."""
+        assert self.worker is not None
+        self.worker.kill()
+        self.worker.wait(30)
+
+    def produce(self, topic: str, records: Iterable[tuple[Optional[bytes], bytes, Optional[int]]],
+                rate: Optional[float] = None) -> int:
+        """Produce ``(key, value, timestamp_ms)`` records to one of the app's topics (``rate`` a second, or as
+        fast as it goes); how many."""
         producer = Producer(producer_config(self.kafka))
+        started = time.monotonic()
         count = 0
         for key, value, timestamp_ms in records:
+            if rate is not None:
+                time.sleep(max(0.0, started + count / rate - time.monotonic()))
             options: dict[str, Any] = {} if timestamp_ms is None else {"timestamp": timestamp_ms}
             while True:
                 try:

@@ -196,3 +196,31 @@ def test_a_timer_sends_what_the_table_holds_and_it_ends_at_the_exact_totals(kafk
     for earlier, later in zip(reports, reports[1:]):
         assert all(later["totals"].get(shop, 0) >= total for shop, total in earlier["totals"].items())
     assert all(r["totals"].get(shop, 0) <= total for r in reports for shop, total in expected.items())
+
+
+FILTER_ECHO = '''
+numbers = app.topic("{numbers_topic}", value_type=bytes, value_serializer="json")
+copies = app.topic("{copies_topic}", value_type=bytes, value_serializer="json")
+evens_out = app.topic("{evens_topic}", value_type=bytes, value_serializer="json")
+
+
+@app.agent(numbers)
+async def pick_evens(stream):
+    async for i, value in stream.filter(lambda value: value["n"] % 2 == 0).echo(copies).enumerate():
+        await evens_out.send(value={{"n": value["n"], "i": i}})
+'''
+
+
+def test_filter_echo_and_enumerate_see_each_value_once(kafka, tmp_path):
+    corpus = CorpusApp(kafka, tmp_path, "filter", FILTER_ECHO, ["numbers", "copies", "evens"])
+    count = 4_000
+    corpus.start()
+    corpus.wait_ready()
+    corpus.produce("numbers", ((b"%d" % n, json.dumps({"n": n}).encode(), None) for n in range(count)))
+    evens = corpus.wait_for_output("evens", lambda found: len(found) >= count // 2, WAIT_S, "every even number")
+    copies = corpus.committed("copies")
+    assert corpus.stop() == 0
+
+    assert sorted(e["n"] for e in evens) == list(range(0, count, 2))
+    assert sorted(e["i"] for e in evens) == list(range(count // 2))  # one agent: enumerate counts every value once
+    assert sorted(c["n"] for c in copies) == list(range(0, count, 2))

@@ -29,6 +29,17 @@ def record(offset: int, tp: TP = ORDERS) -> ConsumerRecord:
     )
 
 
+def fetched_batch(tp: TP, *values: bytes, first_offset: int = 40) -> list[ConsumerRecord]:
+    """A fetch's records of ``tp``, one per value, from ``first_offset`` on: keys ``m0``, ``m1``..., timestamps
+    1,000 ms on, a header ``h`` each."""
+    records = []
+    for i, value in enumerate(values):
+        r = record(first_offset + i, tp)
+        r.key, r.value, r.timestamp, r.headers = f"m{i}".encode(), value, 1_000 + i, [("h", b"%d" % i)]
+        records.append(r)
+    return records
+
+
 async def no_callback(*args: Any) -> None:
     """Stands in for the conductor's message callback and the rebalance callbacks."""
 

@@ -13,7 +13,7 @@ import faust
 import pytest
 from faust.types import TP
 
-from faust_contract_support import record, worker_app
+from faust_contract_support import fetched_batch, record, worker_app
 from faust_eos import Batch, Batches, SettingRefused
 from faust_eos.batches import batch_records, batched_topics
 from faust_eos.consumer import Consumer
@@ -28,12 +28,7 @@ PAYMENTS = TP("payments", 3)
 
 
 def fetched(*values: bytes, first_offset: int = 40) -> list:
-    records = []
-    for i, value in enumerate(values):
-        r = record(first_offset + i, PAYMENTS)
-        r.key, r.value, r.timestamp, r.headers = f"m{i}".encode(), value, 1_000 + i, [("h", b"%d" % i)]
-        records.append(r)
-    return records
+    return fetched_batch(PAYMENTS, *values, first_offset=first_offset)
 
 
 def as_message(fetched_record: Any) -> Any:

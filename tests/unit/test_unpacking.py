@@ -13,7 +13,7 @@ import faust
 from faust.types import TP
 
 import faust_eos
-from faust_contract_support import record, worker_app
+from faust_contract_support import fetched_batch, record, worker_app
 from faust_eos.batches import DEFAULT_MAX_RECORDS, Batch, batch_records, batched_topics
 
 PAYMENTS = TP("payments", 3)
@@ -29,12 +29,7 @@ class OwnTopic(faust.Topic):
 
 
 def fetched(*values: bytes, first_offset: int = 40) -> list:
-    records = []
-    for i, value in enumerate(values):
-        r = record(first_offset + i, PAYMENTS)
-        r.key, r.value, r.timestamp, r.headers = f"m{i}".encode(), value, 1_000 + i, [("h", b"%d" % i)]
-        records.append(r)
-    return records
+    return fetched_batch(PAYMENTS, *values, first_offset=first_offset)
 
 
 def started_worker() -> Any:
