@@ -218,7 +218,7 @@ def test_a_send_through_faust_s_own_topic_asks_for_its_offset_only_when_somethin
             resolve(records, [RecordMetadata("totals", 0, TP("totals", 0), 40 + i, 0, 0, -1) for i in range(3)])
             assert (await waiter).offset == 42
             await asyncio.sleep(0)
-            assert [fut.result().offset for fut in called_back] == [41]
+            assert [fut.result().offset for fut in called_back] == [41] == [with_callback.result().offset]
             assert plain.done()
 
     asyncio.run(scenario())
