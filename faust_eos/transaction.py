@@ -122,9 +122,9 @@ class TransactionalProducer:
         self._thread = CallThread(f"eos-{self.transactional_id}")
         self._step = "nothing yet"  # the step running on the thread, named when one is stuck
         self._step_started = 0.0  # monotonic time it began
-        self._step_alive = 0.0  # monotonic time it began or last made progress: a step is stuck a deadline after
-        # the transaction is aborted by the broker after its timeout (librdkafka's default: 60 s), counted from
-        # its first record: the wait for its records' deliveries ends early enough for the rest of the commit
+        self._step_alive = 0.0  # monotonic time it began or last made progress: it is stuck a deadline after that
+        # the broker aborts a transaction past its timeout (librdkafka's default: 60 s): the wait for its records'
+        # deliveries ends early enough for the rest of the commit
         transaction_s = producer_config.get("transaction.timeout.ms", 60_000) / 1000
         self._deliveries_within_s = transaction_s * DELIVERIES_SHARE_OF_TIMEOUT
         self._step_timed = False  # whether that step still runs, its duration not yet observed
