@@ -1,4 +1,5 @@
-"""The topic class for apps on ``eos://``: ``faust.App(..., Topic=faust_eos.Topic)``.
+"""The topic class for apps on ``eos://``: ``faust.App(..., Topic=faust_eos.Topic)``, and what an app's
+topics of Faust's own class become as its worker starts (:mod:`faust_eos.adoption`).
 
 A send through Faust's topic awaits the app's producer through a guard
 against concurrent starts, which yields to the event loop three times per
@@ -12,6 +13,8 @@ under exactly-once, with its event's held records under at-least-once
 Until the transaction manager runs, sends with a ``callback``, and sends
 outside events under at-least-once take Faust's path.
 
+Iterated by streams, such a topic takes its records a fetched batch at a time
+and its queue hands them out as an event per record (:mod:`faust_eos.unpacking`).
 A topic with the :class:`~faust_eos.batches.Batches` schema buffers, unless
 built with its own ``maxsize``, as many records for its agents as Faust buffers
 events (``stream_buffer_maxsize``), not that many batches: memory stays as
