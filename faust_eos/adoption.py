@@ -14,7 +14,7 @@ when its worker starts, before any agent runs:
   instance of the library's subclass. The subclasses add short paths and keep
   no state of their own beyond caches, so an object made by Faust's class is a
   sound instance of theirs. Faust keeps no list of the topics an app made, so
-  they are found among the process's objects, once.
+  they and the tables are found among the process's objects, once.
 
 A class of the app's own (a subclass of Faust's, or another setting) is left as it is.
 """
@@ -47,21 +47,13 @@ def adopt(app: Any) -> int:
         if app.conf.Table is faust.Table:
             app.conf.Table = Table
     adopted = 0
-    for table in app.tables.values():
-        adopted += _adopted(table)
     for obj in gc.get_objects():
-        if type(obj) is faust.Topic and obj.app is app:
-            adopted += _adopted(obj)
+        library_class = ADOPTED.get(type(obj))  # exactly Faust's own class: a subclass is the app's
+        if library_class is not None and obj.app is app:
+            obj.__class__ = library_class
+            if library_class is Topic:
+                compile_decode(obj)  # a topic's decoding is made as it is built: made again, the library's way
+            adopted += 1
     if adopted:
         log.info("%d topics and tables of Faust's own classes take faust-eos's short paths", adopted)
     return adopted
-
-
-def _adopted(obj: Any) -> int:
-    library_class = ADOPTED.get(type(obj))
-    if library_class is None:
-        return 0
-    obj.__class__ = library_class
-    if library_class is Topic:
-        compile_decode(obj)  # a topic's decoding is made as it is built: made again, the library's way
-    return 1

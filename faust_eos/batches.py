@@ -90,8 +90,7 @@ class Batch:
             try:
                 key, value = loads_key(record.key), loads_value(record.value)
             except DecodeError as exc:
-                log.error("Skipping %s[%d]@%d, which cannot be decoded: %s",
-                          record.topic, record.partition, record.offset, exc)
+                log_undecodable(record, exc)
                 continue
             yield BatchRecord(key, value, record.topic, record.partition, record.offset,
                               record.timestamp / 1000 if record.timestamp is not None else None,
@@ -99,6 +98,11 @@ class Batch:
 
     def __repr__(self) -> str:
         return f"<Batch {self.topic}[{self.partition}] {self.first_offset}..{self.last_offset} ({len(self)} records)>"
+
+
+def log_undecodable(record: Any, exc: DecodeError) -> None:
+    """Log a record of a batch that cannot be decoded: it is skipped, as Faust skips such an event."""
+    log.error("Skipping %s[%d]@%d, which cannot be decoded: %s", record.topic, record.partition, record.offset, exc)
 
 
 def batch_records(records: Sequence[ConsumerRecord], max_records: int) -> list[ConsumerRecord]:

@@ -21,16 +21,13 @@ never acknowledged: the partition's next positioning fetches it again, whole.
 """
 from __future__ import annotations
 
-import logging
 from typing import Any, Callable, Iterator, Optional
 
 from faust.exceptions import DecodeError
 from faust.types.tuples import ConsumerMessage
 from mode.utils.queues import ThrowableQueue
 
-from faust_eos.batches import Batch
-
-log = logging.getLogger(__name__)
+from faust_eos.batches import Batch, log_undecodable
 
 
 class BatchProgress:
@@ -84,8 +81,8 @@ def record_messages(batch_message: Any) -> Iterator[RecordMessage]:
         )
 
 
-#: decodes one record's message into the event a channel hands out (None: the record cannot be decoded)
-Decode = Callable[[RecordMessage], Optional[Any]]
+#: decodes one record's message into the event a channel hands out; raises DecodeError if it cannot
+Decode = Callable[[RecordMessage], Any]
 
 
 class UnpackingQueue(ThrowableQueue):
@@ -106,9 +103,8 @@ class UnpackingQueue(ThrowableQueue):
         for message in record_messages(batch_event.message):
             try:
                 event = self._decode(message)
-            except DecodeError as exc:  # as the library's batches: logged and skipped
-                log.error("Skipping %s[%d]@%d, which cannot be decoded: %s",
-                          message.topic, message.partition, message.offset, exc)
+            except DecodeError as exc:
+                log_undecodable(message, exc)
                 continue
             events.append(event)
         progress = BatchProgress(batch_event, len(events))
