@@ -21,6 +21,7 @@ from app.kafka import admin
 from app.reconcile import read_committed
 from benchmarks import profile, stats
 from benchmarks.measure import LsoSampler, OutputWatcher, commit_rounds, cpu_seconds, peak_rss_mb
+from config import REPO_ROOT
 from tools import broker
 from tools.run import PipelineRun
 from tools.workers import wait_for
@@ -65,12 +66,34 @@ STOCK_FAUST = "stock_faust"
 #: the reference lines of an ordinary Faust app on faust-eos (:mod:`benchmarks.ordinary_eos`), per guarantee
 ORDINARY_EXACTLY_ONCE = "ordinary_exactly_once"
 ORDINARY_AT_LEAST_ONCE = "ordinary_at_least_once"
-#: each reference line: the two-hop app of :mod:`benchmarks.two_hops` it runs, and under which guarantee
+#: the reference lines of the same two hops written with Quix Streams (:mod:`benchmarks.quix_two_hops`), per guarantee
+QUIX_EXACTLY_ONCE = "quix_exactly_once"
+QUIX_AT_LEAST_ONCE = "quix_at_least_once"
+#: each reference line: the two-hop app it runs (:mod:`benchmarks.two_hops`, or its Quix Streams version), and
+#: under which guarantee
 REFERENCE_APPS = {
     STOCK_FAUST: ("benchmarks.stock_faust", "at_least_once"),
     ORDINARY_EXACTLY_ONCE: ("benchmarks.ordinary_eos", "exactly_once"),
     ORDINARY_AT_LEAST_ONCE: ("benchmarks.ordinary_eos", "at_least_once"),
+    QUIX_EXACTLY_ONCE: ("benchmarks.quix_two_hops", "exactly_once"),
+    QUIX_AT_LEAST_ONCE: ("benchmarks.quix_two_hops", "at_least_once"),
 }
+#: the interpreter of the Quix Streams lines, in a virtualenv of their own
+QUIX_PYTHON = REPO_ROOT / ".venv-quix" / "bin" / "python"
+QUIX_MISSING = ".venv-quix, the Quix Streams lines' virtualenv, is missing: run scripts/setup-quix"
+
+
+def quix_version() -> Optional[str]:
+    """The Quix Streams release installed in ``.venv-quix``; None without one."""
+    found = sorted(QUIX_PYTHON.parent.parent.glob("lib/python*/site-packages/quixstreams-*.dist-info"))
+    return found[-1].name.removeprefix("quixstreams-").removesuffix(".dist-info") if found else None
+
+
+def quix_command(app_module: str) -> tuple[str, ...]:
+    """The command line of a Quix Streams worker running ``app_module``; RuntimeError if its virtualenv is missing."""
+    if not QUIX_PYTHON.exists():
+        raise RuntimeError(QUIX_MISSING)
+    return str(QUIX_PYTHON), "-m", app_module
 
 
 def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, progress: Progress,
@@ -80,11 +103,13 @@ def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, 
     With ``profile_to``, the first worker is sampled with py-spy through the
     throughput phase into that file, and the result has its summary (``profile``).
     ``guarantee`` naming a reference line (:data:`REFERENCE_APPS`) runs its two-hop
-    app instead: it times no commit rounds, and as it has no windows and no dead
-    letters, only reconcile's counts of events and updates apply to it.
+    app instead (a Quix Streams line's in ``.venv-quix``): it times no commit rounds, and
+    as it has no windows and no dead letters, only reconcile's counts of events and
+    updates apply to it.
     """
     app_module, run_guarantee = REFERENCE_APPS.get(guarantee, ("app", guarantee))
     reference = guarantee in REFERENCE_APPS
+    command = quix_command(app_module) if guarantee in (QUIX_EXACTLY_ONCE, QUIX_AT_LEAST_ONCE) else None
     name = f"bench-{guarantee[:3]}-{uuid.uuid4().hex[:6]}"
     run_dir = work_dir / name
     run = PipelineRun(name, run_dir, guarantee=run_guarantee, COMMIT_INTERVAL_MS=str(point.commit_interval_ms),
@@ -99,7 +124,7 @@ def run_point(point: Point, guarantee: str, workload: Workload, work_dir: Path, 
     profiler: Optional[profile.Sampler] = None
     try:
         for _ in range(point.workers):
-            run.add_worker(app_module)
+            run.add_worker(app_module, command=command)
         result["restarted_workers"] = warm_up(run, watcher, warm_seed, workload.warmup_events, point.record_bytes,
                                               workload.drain_timeout_s, progress, until_ready=not reference)
 
@@ -271,8 +296,10 @@ def _creation_times(run: PipelineRun) -> dict[str, float]:
 def clean_up(run: PipelineRun) -> None:
     """Delete the run's topics and worker state: a full sweep would otherwise fill the broker."""
     client = admin(run.settings)
-    prefixes = (run.settings.topic_prefix, f"{run.settings.app_id}-")
-    topics = [t for t in client.list_topics(timeout=30).topics if t.startswith(prefixes)]
+    # the run's app id is in the name of every topic its apps made: Faust's start with it, Quix Streams'
+    # with "changelog__" or "repartition__" before it
+    topics = [t for t in client.list_topics(timeout=30).topics
+              if t.startswith(run.settings.topic_prefix) or run.settings.app_id in t]
     if topics:
         for future in client.delete_topics(topics, operation_timeout=60).values():
             try:

@@ -7,7 +7,7 @@ from typing import Iterable, Optional
 
 from benchmarks import stats
 from benchmarks.plots import write_plots
-from benchmarks.sections import figure, long_transaction_section, profile_section, sanity_section
+from benchmarks.sections import figure, long_transaction_section, profile_section, sanity_section, spread_text
 from benchmarks.summary import (
     GUARANTEES,
     SHORT,
@@ -19,22 +19,14 @@ from benchmarks.summary import (
     point_label,
     ratio,
     summarise,
-    summarise_ordinary_app,
+    summarise_line,
     summarise_references,
     with_backlogs,
 )
+from benchmarks.two_hop_findings import ordinary_app_findings, quix_findings
 
 
 # --- formatting ----------------------------------------------------------------
-
-
-def _s(spread: dict, digits: int = 0) -> str:
-    """median [min–max] of a spread."""
-    if spread["median"] is None:
-        return "n/a"
-    if spread["n"] == 1:
-        return figure(spread["median"], digits)
-    return f"{figure(spread['median'], digits)} [{figure(spread['min'], digits)}–{figure(spread['max'], digits)}]"
 
 
 def _pct(spread: dict) -> str:
@@ -60,23 +52,6 @@ def write(results: dict, report_path: Path, plot_dir: Path) -> None:
     report_path.write_text("\n".join(_markdown(results, summary, references, {k: f"{rel}/{v}" for k, v in {**plots, "results": "results.json"}.items()})) + "\n")
 
 
-def ordinary_app_findings(ordinary: dict, summary: dict) -> list[str]:
-    """The ordinary Faust app's line: its rate under each guarantee, beside the pipeline's exactly_once."""
-    if not ordinary:
-        return []
-    key = next(iter(ordinary.values()))["point"]
-    rates = "; ".join(
-        f"{guarantee} {_s(line[THROUGHPUT])} events/s ({figure(line['cpu.worker_s_per_1k_events']['median'], 2)} "
-        f"worker CPU s per 1,000 events" + ("" if line["counts_match"] else ", counts not all matching reconcile's")
-        + ")" for guarantee, line in sorted(ordinary.items()))
-    same_knobs = sorted((k for k in summary if k._replace(backlog=key.backlog) == key), key=lambda k: k.backlog)
-    beside = (f"; the pipeline's exactly_once with the same knobs and a {same_knobs[0].backlog:,}-record backlog: "
-              f"{_s(summary[same_knobs[0]]['exactly_once'][THROUGHPUT])} events/s" if same_knobs else "")
-    return [f"* **An ordinary Faust app on faust-eos** (the stock Faust line's two hops, per-event agents with "
-            f"Faust's own topics and tables, only `eos://` and `eos-rocksdb://` changed: `benchmarks/ordinary_eos.py`; "
-            f"{point_label(key)}): {rates}{beside}."]
-
-
 def headline(summary: dict, references: dict, latency_rate: Optional[float] = None) -> list[str]:
     """The findings in a few lines: overhead per commit interval, latency cost, distance to the limits."""
     lines = []
@@ -85,8 +60,8 @@ def headline(summary: dict, references: dict, latency_rate: Optional[float] = No
         entry = summary[key]
         lines.append(
             f"* **{interval_text(key.interval_ms)} commit interval**: exactly_once throughput "
-            f"{_s(entry['exactly_once'][THROUGHPUT])} events/s vs at_least_once "
-            f"{_s(entry['at_least_once'][THROUGHPUT])}: ratio "
+            f"{spread_text(entry['exactly_once'][THROUGHPUT])} events/s vs at_least_once "
+            f"{spread_text(entry['at_least_once'][THROUGHPUT])}: ratio "
             f"{figure(entry['throughput_ratio']['median'], 2)}, overhead {_pct(entry['throughput_overhead_pct'])} "
             f"(paired per repeat); p50 latency "
             f"{figure(entry['exactly_once']['latency_ms.p50']['median'])} ms vs "
@@ -100,13 +75,13 @@ def headline(summary: dict, references: dict, latency_rate: Optional[float] = No
         if "exactly_once" in entry and "at_least_once" in entry:
             lines.append(
                 f"* **{point_label(key)}** (a longer drain, less moved by where its last commits fall): "
-                f"exactly_once throughput {_s(entry['exactly_once'][THROUGHPUT])} events/s vs at_least_once "
-                f"{_s(entry['at_least_once'][THROUGHPUT])}: ratio {figure(entry['throughput_ratio']['median'], 2)}.")
+                f"exactly_once throughput {spread_text(entry['exactly_once'][THROUGHPUT])} events/s vs at_least_once "
+                f"{spread_text(entry['at_least_once'][THROUGHPUT])}: ratio {figure(entry['throughput_ratio']['median'], 2)}.")
     for key in sorted(k for k in sweep if "stock_faust" in summary[k]):
         stock, eos = summary[key]["stock_faust"], summary[key]["exactly_once"][THROUGHPUT]["median"]
         lines.append(
             f"* **Stock Faust, {interval_text(key.interval_ms)} commit interval** (`kafka://`, at_least_once, the same two "
-            f"hops without windows or dead letters: `benchmarks/stock_faust.py`): {_s(stock[THROUGHPUT])} events/s, "
+            f"hops without windows or dead letters: `benchmarks/stock_faust.py`): {spread_text(stock[THROUGHPUT])} events/s, "
             f"p50 / p99 latency {figure(stock['latency_ms.p50']['median'])} / {figure(stock['latency_ms.p99']['median'])} ms, "
             f"{figure(stock['cpu.worker_s_per_1k_events']['median'], 2)} worker CPU s per 1,000 events; faust-eos "
             f"exactly_once drains {figure(ratio(eos, stock[THROUGHPUT]['median']), 2)}× its rate"
@@ -223,7 +198,7 @@ def _cost_split(summary: dict) -> Iterable[str]:
     yield "|---|---|---|---|---|---|"
     for key, e in summary.items():
         alo, eos = e["at_least_once"], e["exactly_once"]
-        yield (f"| {point_label(key)} | {_s(e['throughput_ratio'], 2)} | "
+        yield (f"| {point_label(key)} | {spread_text(e['throughput_ratio'], 2)} | "
                f"{figure(alo['cpu.worker_s_per_1k_events']['median'], 2)} → {figure(eos['cpu.worker_s_per_1k_events']['median'], 2)} | "
                f"{figure(alo['latency_ms.p50']['median'])} / {figure(alo['latency_ms.p99']['median'])} | "
                f"{_signed(e['latency_p50_added_ms']['median'])} / {_signed(e['latency_p99_added_ms']['median'])} | "
@@ -262,7 +237,9 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     yield "## Findings"
     yield ""
     yield from headline(summary, references, results["meta"]["workload"]["latency_rate"])
-    yield from ordinary_app_findings(summarise_ordinary_app(results), summary)
+    ordinary = summarise_line(results, "ordinary_app")
+    yield from ordinary_app_findings(ordinary, summary)
+    yield from quix_findings(summarise_line(results, "quix"), ordinary, summary, meta.get("quix_version"))
     yield ""
     yield ("An overhead is how much lower exactly_once's throughput is than at_least_once's (negative: "
            "exactly_once was faster). Both guarantees run the same code: every record an event sends, output or "
@@ -282,8 +259,10 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     yield (f"* Machine: {m['cores']} cores ({m['cpu_model']}), {m['memory_gib']} GiB memory, load average at "
            f"start {', '.join(f'{x:.2f}' for x in m['load_average_at_start'])}; shared with other workloads.")
     interpreter = f" (`{meta['python_executable']}`)" if meta.get("python_executable") else ""
+    quix = (" (the Quix Streams line's, `.venv-quix/bin/python -m benchmarks.quix_two_hops`, on the same "
+            "interpreter)" if results.get("quix") else "")
     yield (f"* Python {meta['python']}{interpreter}; workers are `faust -A app worker` processes started by "
-           "`tools.workers`.")
+           f"`tools.workers`{quix}.")
     w = meta["workload"]
     base, _ = interval_sweep(summary)
     others = sorted({k.backlog for k in summary} - {base.backlog}) if base else []
@@ -331,8 +310,8 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     for key, e in summary.items():
         lat = {g: " / ".join(figure(e[g][f"latency_ms.{q}"]["median"]) for q in ("p50", "p95", "p99", "max"))
                for g in GUARANTEES}
-        yield (f"| {point_label(key)} | {_s(e['at_least_once'][THROUGHPUT])} | "
-               f"{_s(e['exactly_once'][THROUGHPUT])} | {_pct(e['throughput_overhead_pct'])} | "
+        yield (f"| {point_label(key)} | {spread_text(e['at_least_once'][THROUGHPUT])} | "
+               f"{spread_text(e['exactly_once'][THROUGHPUT])} | {_pct(e['throughput_overhead_pct'])} | "
                f"{lat['at_least_once']} | {lat['exactly_once']} | {_signed(e['latency_p50_added_ms']['median'])} ms |")
     yield ""
     if "throughput" in plots:
@@ -372,10 +351,10 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     for size, ref in references.items():
         first = True
         for setting, t in ref["transactional"].items():
-            head = (f"| ~{ref['mean_record_bytes']:,.0f} B | {_s(ref['producer'])} | {_s(ref['consumer'])} "
+            head = (f"| ~{ref['mean_record_bytes']:,.0f} B | {spread_text(ref['producer'])} | {spread_text(ref['consumer'])} "
                     if first else "| | | ")
             first = False
-            yield (f"{head}| {_tx_label(setting)} | {_s(t['records_per_s'])} | "
+            yield (f"{head}| {_tx_label(setting)} | {spread_text(t['records_per_s'])} | "
                    f"{figure(t['records_per_transaction']['median'])} | {_pct(t['overhead_pct'])} |")
     yield ""
     yield ("Kafka's designers reported about 3 % lower producer throughput for 1 KB records in 100 ms "

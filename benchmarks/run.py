@@ -22,13 +22,16 @@ from typing import Any, Callable, Optional
 import config
 from benchmarks import longtx, profile, reference, report
 from benchmarks.measure import machine
-from benchmarks.pipeline import ORDINARY_AT_LEAST_ONCE, ORDINARY_EXACTLY_ONCE, STOCK_FAUST, Point, Workload, run_point
+from benchmarks.pipeline import QUIX_MISSING, QUIX_PYTHON, STOCK_FAUST, Point, Workload, quix_version, run_point
+from benchmarks.summary import ONE_WORKER_LINES
 from config import REPO_ROOT, settings
 from tools import broker
 
 GUARANTEES = ("at_least_once", "exactly_once")
-#: the backlog the ordinary Faust app drains by default
+#: the backlog the ordinary Faust app and the Quix Streams line drain by default
 ORDINARY_APP_BACKLOG = 100_000
+#: what the progress calls the lines of :data:`benchmarks.summary.ONE_WORKER_LINES`, by results section
+LINE_TITLES = {"ordinary_app": "ordinary Faust app", "quix": "Quix Streams"}
 
 
 def _ints(text: str) -> list[int]:
@@ -73,9 +76,12 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--no-ordinary-app", dest="ordinary_app", action="store_false",
                         help="skip the ordinary Faust app on faust-eos (benchmarks/ordinary_eos.py), run under both "
                              "guarantees at the first point with one worker")
+    parser.add_argument("--no-quix", dest="quix", action="store_false",
+                        help="skip the same two hops written with Quix Streams (benchmarks/quix_two_hops.py, in "
+                             ".venv-quix: scripts/setup-quix), run under both guarantees beside the ordinary app")
     parser.add_argument("--ordinary-app-backlog", type=int, default=ORDINARY_APP_BACKLOG, metavar="N",
-                        help=f"the backlog the ordinary Faust app drains (default {ORDINARY_APP_BACKLOG:,}: large "
-                             "enough that a worker stalling under load shows)")
+                        help=f"the backlog the ordinary Faust app and the Quix Streams line drain (default "
+                             f"{ORDINARY_APP_BACKLOG:,}: large enough that a worker stalling under load shows)")
     parser.add_argument("--no-profile", dest="profile", action="store_false",
                         help="skip the profiled runs (one per guarantee at the first point, with py-spy)")
     parser.add_argument("--stall-timeout-ms", type=int, default=20_000,
@@ -97,6 +103,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         parser.error("--repeats must be at least 1")
     if args.profile and args.report_from is None and profile.py_spy() is None:
         parser.error("py-spy is not installed (scripts/setup installs it): install it, or pass --no-profile")
+    if args.quix and args.report_from is None and not QUIX_PYTHON.exists():
+        parser.error(f"{QUIX_MISSING}, or pass --no-quix")
     if any(n < 1 for n in args.throughput_events):
         parser.error("--throughput-events must all be at least 1")
     if args.ordinary_app_backlog < 1:
@@ -217,10 +225,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     first = plan[0]
     stock_points = [p for p in plan  # the commit-interval sweep: the first point but for its interval
                     if replace(p, commit_interval_ms=first.commit_interval_ms) == first] if args.stock_faust else []
-    ordinary_lines = (ORDINARY_AT_LEAST_ONCE, ORDINARY_EXACTLY_ONCE) if args.ordinary_app else ()
+    wanted = {"ordinary_app": args.ordinary_app, "quix": args.quix}
+    one_worker_lines = [(line, section) for section, lines in ONE_WORKER_LINES.items() if wanted[section]
+                        for line in lines]  # at the ordinary app's point: one worker, its backlog
     ordinary_point = replace(first, workers=1, backlog=args.ordinary_app_backlog)
     steps = (len(GUARANTEES) + args.repeats * (len(plan) * len(GUARANTEES) + len(args.record_sizes) + len(stock_points)
-                                               + len(ordinary_lines))
+                                               + len(one_worker_lines))
              + len(modes) * args.long_transaction + len(GUARANTEES) * args.profile)
     progress = Progress(steps)
     results: dict[str, Any] = {
@@ -233,6 +243,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             "machine": machine(),
             "python": platform.python_version(),
             "python_executable": os.path.realpath(sys.executable),  # its build matters (scripts/setup)
+            "quix_version": quix_version() if args.quix else None,
             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "workload": asdict(workload),
             "pipeline_settings": {"transaction_timeout_ms": "the default (10 s, or 3 x the commit interval if longer)",
@@ -240,8 +251,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                                   "window_seconds": settings.window_seconds,
                                   "session_timeout_s": settings.session_timeout_s},
         },
-        "pipeline": [], "reference": [], "stock_faust": [], "ordinary_app": [], "long_transaction": [], "profiles": [],
-        "failures": [],
+        "pipeline": [], "reference": [], "stock_faust": [], "ordinary_app": [], "quix": [], "long_transaction": [],
+        "profiles": [], "failures": [],
         "warm_up": [],
     }
 
@@ -274,8 +285,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                  {"repeat": repeat, "guarantee": STOCK_FAUST, "point": asdict(point)},
                  lambda: {**run_point(point, STOCK_FAUST, workload, work_dir, progress), "repeat": repeat},
                  lambda result: f"{_drain(result)}, counts match reconcile: {result['counts']['match']}")
-        for line in ordinary_lines if repeat % 2 == 0 else ordinary_lines[::-1]:
-            step(f"repeat {repeat + 1}, ordinary Faust app, {line}, {ordinary_point.label}", "ordinary_app",
+        for line, section in one_worker_lines if repeat % 2 == 0 else one_worker_lines[::-1]:
+            step(f"repeat {repeat + 1}, {LINE_TITLES[section]}, {line}, {ordinary_point.label}", section,
                  {"repeat": repeat, "guarantee": line, "point": asdict(ordinary_point)},
                  lambda: {**run_point(ordinary_point, line, workload, work_dir, progress), "repeat": repeat},
                  lambda result: f"{_drain(result)}, counts match reconcile: {result['counts']['match']}")

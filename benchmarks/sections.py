@@ -11,6 +11,15 @@ def figure(value: Optional[float], digits: int = 0) -> str:
     return "n/a" if value is None else f"{value:,.{digits}f}"
 
 
+def spread_text(spread: dict, digits: int = 0) -> str:
+    """median [min–max] of a spread (:func:`benchmarks.stats.spread`)."""
+    if spread["median"] is None:
+        return "n/a"
+    if spread["n"] == 1:
+        return figure(spread["median"], digits)
+    return f"{figure(spread['median'], digits)} [{figure(spread['min'], digits)}–{figure(spread['max'], digits)}]"
+
+
 def profile_section(results: dict) -> Iterable[str]:
     runs = results.get("profiles") or []
     profiled = {r["guarantee"]: r for r in runs if r.get("profile", {}).get("samples")}

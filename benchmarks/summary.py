@@ -128,16 +128,21 @@ def _median_run(runs: list[dict], metric: str) -> dict:
     return ordered[len(ordered) // 2] if ordered else runs[0]
 
 
-#: the ordinary Faust app's lines (:mod:`benchmarks.ordinary_eos`), each with the guarantee it runs under
-ORDINARY_APP_LINES = {"ordinary_exactly_once": "exactly_once", "ordinary_at_least_once": "at_least_once"}
+#: the lines run at one point with one worker, by results section, each with the guarantee it runs under: the
+#: ordinary Faust app on faust-eos (:mod:`benchmarks.ordinary_eos`) and the same two hops written with Quix
+#: Streams (:mod:`benchmarks.quix_two_hops`)
+ONE_WORKER_LINES = {
+    "ordinary_app": {"ordinary_at_least_once": "at_least_once", "ordinary_exactly_once": "exactly_once"},
+    "quix": {"quix_at_least_once": "at_least_once", "quix_exactly_once": "exactly_once"},
+}
 
 
-def summarise_ordinary_app(results: dict) -> dict:
-    """Per guarantee the ordinary Faust app ran under: its runs' spread of :data:`STOCK_METRICS`, their point,
-    and whether every run's counts matched reconcile's."""
+def summarise_line(results: dict, section: str) -> dict:
+    """Per guarantee the line of ``results[section]`` (:data:`ONE_WORKER_LINES`) ran under: its runs' spread of
+    :data:`STOCK_METRICS`, their point, and whether every run's counts matched reconcile's."""
     out: dict[str, Any] = {}
-    for line, guarantee in ORDINARY_APP_LINES.items():
-        runs = [r for r in results.get("ordinary_app") or [] if r["guarantee"] == line]
+    for line, guarantee in ONE_WORKER_LINES[section].items():
+        runs = [r for r in results.get(section) or [] if r["guarantee"] == line]
         if runs:
             out[guarantee] = {m: stats.spread([get(r, m) for r in runs]) for m in STOCK_METRICS}
             out[guarantee].update(runs=len(runs), point=point_key(runs[0]["point"]),

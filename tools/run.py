@@ -30,14 +30,16 @@ class PipelineRun:
         self.followers: list[Worker] = []  # reconcile --follow processes, apart from the workers
         ensure_topics(self.settings)
 
-    def add_worker(self, app_module: str = "app", **env: str) -> Worker:
-        """Start one more worker process (of ``app_module``'s Faust app: the pipeline's unless told)."""
+    def add_worker(self, app_module: str = "app", *, command: Optional[tuple[str, ...]] = None, **env: str) -> Worker:
+        """Start one more worker process (of ``app_module``'s Faust app: the pipeline's unless told; or
+        ``command``, a whole command line)."""
         index = len(self.workers)
         worker = Worker(
             f"worker-{index}",
             worker_env(self.env, index=index, run_dir=self.run_dir, **env),
             self.run_dir / f"worker-{index}.log",
             app_module=app_module,
+            command=command,
         )
         worker.start()
         self.workers.append(worker)

@@ -23,20 +23,22 @@ from config import REPO_ROOT
 
 @dataclass
 class Worker:
-    """One worker process (or another ``faust -A app`` command: ``args``; another app: ``app_module``)."""
+    """One worker process (or another ``faust -A app`` command: ``args``; another app: ``app_module``;
+    a process that is no Faust app at all: its whole ``command``)."""
 
     name: str
     env: dict[str, str]
     log_path: Path
     args: tuple[str, ...] = ("worker", "-l", "info")
     app_module: str = "app"
+    command: tuple[str, ...] | None = None
     process: subprocess.Popen | None = field(default=None, repr=False)
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "faust", "-A", self.app_module, *self.args],
+            self.command or [sys.executable, "-m", "faust", "-A", self.app_module, *self.args],
             cwd=REPO_ROOT,
             env=self.env,
             stdout=log,

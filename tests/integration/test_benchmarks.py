@@ -73,6 +73,20 @@ def test_stock_faust_drains_the_same_backlog_to_the_same_counts(quick_run):
     assert "Stock Faust, 100 ms commit interval" in (out / "report.md").read_text()
 
 
+def test_quix_streams_drains_the_same_backlog_under_each_guarantee_to_the_same_counts(quick_run):
+    out, results = quick_run
+    assert sorted(run["guarantee"] for run in results["quix"]) == ["quix_at_least_once", "quix_exactly_once"]
+    for run in results["quix"]:
+        assert run["throughput"]["drain_events_per_s"] > 0 and set(run["exit_codes"].values()) == {0}
+        assert run["point"]["workers"] == 1 and run["point"]["backlog"] == 3_000
+        assert run["counts"]["visible_events"] == run["counts"]["reconcile_counted_events"] > 0
+        assert run["counts"]["visible_updates"] == run["counts"]["reconcile_total_updates"]
+        # it writes no windows and no dead letters: reconcile's every other problem is one of those
+        assert all(problem.startswith(("windows:", "dlq:")) for problem in run["reconcile_problems"])
+    version = results["meta"]["quix_version"]
+    assert version.startswith("3.") and f"* **Quix Streams {version}** (" in (out / "report.md").read_text()
+
+
 def test_each_guarantee_has_a_profiled_run_whose_samples_are_the_event_loop_s(quick_run):
     out, results = quick_run
     assert sorted(run["guarantee"] for run in results["profiles"]) == ["at_least_once", "exactly_once"]

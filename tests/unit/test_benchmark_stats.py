@@ -3,9 +3,10 @@ import pytest
 
 from benchmarks import stats
 from benchmarks.pipeline import Point
-from benchmarks.report import headline, ordinary_app_findings
+from benchmarks.report import headline
 from benchmarks.run import parse_args, points
-from benchmarks.summary import point_key, summarise, summarise_ordinary_app, with_backlogs
+from benchmarks.summary import point_key, summarise, summarise_line, with_backlogs
+from benchmarks.two_hop_findings import ordinary_app_findings, quix_findings
 
 
 def test_percentile_interpolates_between_ranks():
@@ -171,9 +172,54 @@ def test_findings_show_the_ordinary_faust_app_under_each_guarantee_beside_the_pi
     results = {"ordinary_app": [ordinary("ordinary_exactly_once", 1800.0), ordinary("ordinary_exactly_once", 1600.0),
                                 ordinary("ordinary_at_least_once", 1500.0, match=False)]}
     pipeline = summarise({"pipeline": [_run(g, 50_000, 300.0) for g in ("at_least_once", "exactly_once")]})
-    (line,) = ordinary_app_findings(summarise_ordinary_app(results), pipeline)
+    (line,) = ordinary_app_findings(summarise_line(results, "ordinary_app"), pipeline)
     assert "1 w, 100,000 backlog" in line
     assert "at_least_once 1,500 events/s (0.50 worker CPU s per 1,000 events, counts not all matching" in line
     assert "exactly_once 1,700 [1,600–1,800] events/s (0.50 worker CPU s per 1,000 events)" in line
     assert line.endswith("same knobs and a 50,000-record backlog: 4,000 events/s.")
-    assert ordinary_app_findings(summarise_ordinary_app({}), pipeline) == []
+    assert ordinary_app_findings(summarise_line({}, "ordinary_app"), pipeline) == []
+
+
+def _one_worker_run(line: str, rate: float, cpu: float = 0.5, match: bool = True) -> dict:
+    return {**_run(line, 100_000, 200.0), "throughput": {"drain_events_per_s": rate},
+            "cpu": {"worker_s_per_1k_events": cpu}, "counts": {"match": match}}
+
+
+def test_the_quix_streams_line_is_summarised_per_guarantee_apart_from_the_ordinary_app():
+    results = {"quix": [_one_worker_run("quix_exactly_once", 900.0), _one_worker_run("quix_exactly_once", 1100.0),
+                        _one_worker_run("quix_at_least_once", 2000.0, match=False)],
+               "ordinary_app": [_one_worker_run("ordinary_exactly_once", 5000.0)]}
+    quix = summarise_line(results, "quix")
+    assert quix["exactly_once"]["throughput.drain_events_per_s"] == {"median": 1000.0, "min": 900.0, "max": 1100.0,
+                                                                     "n": 2}
+    assert quix["exactly_once"]["runs"] == 2 and quix["exactly_once"]["counts_match"]
+    assert quix["at_least_once"]["runs"] == 1 and not quix["at_least_once"]["counts_match"]
+    assert point_key(results["quix"][0]["point"]) == quix["exactly_once"]["point"]
+    assert summarise_line(results, "ordinary_app").keys() == {"exactly_once"}
+    assert summarise_line({}, "quix") == {}
+
+
+def test_findings_show_quix_streams_under_each_guarantee_beside_the_ordinary_app_and_the_pipeline():
+    results = {"quix": [_one_worker_run("quix_exactly_once", 1000.0, cpu=0.8),
+                        _one_worker_run("quix_at_least_once", 2000.0)],
+               "ordinary_app": [_one_worker_run("ordinary_exactly_once", 3000.0),
+                                _one_worker_run("ordinary_at_least_once", 3000.0)]}
+    pipeline = summarise({"pipeline": [_run(g, 50_000, 300.0) for g in ("at_least_once", "exactly_once")]})
+    ordinary = summarise_line(results, "ordinary_app")
+    (line,) = quix_findings(summarise_line(results, "quix"), ordinary, pipeline, "3.28.0")
+    assert line.startswith("* **Quix Streams 3.28.0** (") and "1 w, 100,000 backlog" in line
+    assert ("): at_least_once 2,000 events/s (0.50 worker CPU s per 1,000 events); exactly_once 1,000 events/s "
+            "(0.80 worker CPU s per 1,000 events); the ordinary Faust app on faust-eos: at_least_once 3,000 events/s "
+            "(1.50× Quix Streams' rate), exactly_once 3,000 events/s (3.00× Quix Streams' rate); ") in line
+    assert line.endswith("same knobs and a 50,000-record backlog: 4,000 events/s.")
+    (alone,) = quix_findings(summarise_line(results, "quix"), {}, {})  # run with --no-ordinary-app, no version
+    assert alone.startswith("* **Quix Streams** (") and "ordinary" not in alone and alone.endswith("events).")
+    assert quix_findings({}, ordinary, pipeline) == []
+
+
+def test_the_quix_streams_lines_need_their_virtualenv_or_no_quix(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr("benchmarks.run.QUIX_PYTHON", tmp_path / "missing" / "python")
+    with pytest.raises(SystemExit):
+        parse_args(["--quick", "--no-profile"])
+    assert "scripts/setup-quix, or pass --no-quix" in capsys.readouterr().err
+    assert not parse_args(["--quick", "--no-profile", "--no-quix"]).quix
