@@ -12,8 +12,10 @@ importing :mod:`faust_eos` registers them too. A :class:`Sweep` deletes a
 table's expired entries inside the events that write it. A topic with the
 :class:`Batches` schema hands its agents whole fetched batches
 (:mod:`faust_eos.batches`); ``Topic=faust_eos.Topic`` makes their sends cheap
-(:mod:`faust_eos.topic`), and ``Table=faust_eos.Table`` their table reads and
-writes (:mod:`faust_eos.table`); :func:`new_record` builds the records an
+(:mod:`faust_eos.topic`), ``Table=faust_eos.Table`` their table reads and
+writes (:mod:`faust_eos.table`), and ``Stream=faust_eos.Stream`` their iteration
+(:mod:`faust_eos.stream`): an app on ``eos://`` is given all three as its worker
+starts (:mod:`faust_eos.adoption`); :func:`new_record` builds the records an
 agent makes per event several times faster than their class does. A secured cluster's settings go in
 ``broker_credentials=faust_eos.credentials({...})`` (:mod:`faust_eos.security`).
 How it works: :mod:`faust_eos.transport`; the commit itself:
@@ -36,6 +38,7 @@ from faust_eos.errors import (
 )
 from faust_eos.records import new_record
 from faust_eos.security import credentials
+from faust_eos.stream import Stream
 from faust_eos.sweep import Sweep
 from faust_eos.table import Table
 from faust_eos.topic import Topic
@@ -45,5 +48,5 @@ STORES.aliases.setdefault("eos-rocksdb", "faust_eos.store:Store")
 
 __all__ = [
     "Batch", "BatchRecord", "Batches", "LocalStateNotWritten", "MissingTopic", "OffsetsLost", "OutputNotWritten",
-    "SendNotCommittable", "SettingRefused", "StoreRefused", "Sweep", "Table", "Topic", "credentials", "new_record",
+    "SendNotCommittable", "SettingRefused", "Stream", "StoreRefused", "Sweep", "Table", "Topic", "credentials", "new_record",
 ]

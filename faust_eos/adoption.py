@@ -7,10 +7,11 @@ future, a pending message and the registry's encoding per send, a changelog
 send per table write. :func:`adopt` gives such an app the library's classes
 when its worker starts, before any agent runs:
 
-* the app's ``Topic`` and ``Table`` settings, left at Faust's own classes, become
-  :class:`faust_eos.Topic` and :class:`faust_eos.Table`, so that topics and tables
-  made from then on are the library's;
-* each topic and table already made of exactly Faust's own class becomes an
+* the app's ``Topic``, ``Table`` and ``Stream`` settings, left at Faust's own
+  classes, become :class:`faust_eos.Topic`, :class:`faust_eos.Table` and
+  :class:`faust_eos.stream.Stream`, so that topics, tables and streams (each
+  agent's among them) made from then on are the library's;
+* each topic, table and stream already made of exactly Faust's own class becomes an
   instance of the library's subclass. The subclasses add short paths and keep
   no state of their own beyond caches, so an object made by Faust's class is a
   sound instance of theirs. Faust keeps no list of the topics an app made, so
@@ -28,24 +29,27 @@ from typing import Any
 import faust
 
 from faust_eos.faust_internals import compile_decode
+from faust_eos.stream import Stream
 from faust_eos.table import Table
 from faust_eos.topic import Topic
 
 log = logging.getLogger(__name__)
 
 #: Faust's own classes, and the library's subclass each is adopted as
-ADOPTED = {faust.Topic: Topic, faust.Table: Table}
+ADOPTED = {faust.Topic: Topic, faust.Table: Table, faust.Stream: Stream}
 
 
 def adopt(app: Any) -> int:
-    """Give ``app`` the library's topic and table classes, for what it made and will make; how many objects
-    changed class."""
+    """Give ``app`` the library's topic, table and stream classes, for what it made and will make; how many
+    objects changed class."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Faust warns that objects made before keep the old class: handled below
         if app.conf.Topic is faust.Topic:
             app.conf.Topic = Topic
         if app.conf.Table is faust.Table:
             app.conf.Table = Table
+        if app.conf.Stream is faust.Stream:
+            app.conf.Stream = Stream
     adopted = 0
     for obj in gc.get_objects():
         library_class = ADOPTED.get(type(obj))  # exactly Faust's own class: a subclass is the app's
@@ -55,5 +59,5 @@ def adopt(app: Any) -> int:
                 compile_decode(obj)  # a topic's decoding is made as it is built: made again, the library's way
             adopted += 1
     if adopted:
-        log.info("%d topics and tables of Faust's own classes take faust-eos's short paths", adopted)
+        log.info("%d topics, tables and streams of Faust's own classes take faust-eos's short paths", adopted)
     return adopted

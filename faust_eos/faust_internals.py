@@ -55,6 +55,12 @@ Private names used, and why:
   future a producer's ``send`` returns: told apart from other callbacks of that future,
   as it reads no record's offset unless the send had a callback of its own
   (:func:`reads_no_offset`).
+* ``Stream._processors``, ``Stream._finalized``, ``Stream._set_current_event`` and
+  ``Stream._active_agens`` (through :class:`StreamHooks`): what a stream iterator of
+  its own (:mod:`faust_eos.stream`) applies to each value, marks as the stream's
+  current event, and registers for closing when the stream stops; and
+  ``faust.streams._current_event``, the context variable behind ``current_event()``
+  (:func:`set_task_event`): the event a ``take`` chunk is handled inside.
 * a record class's ``_options`` (its serializer, namespace, field descriptors,
   validation) and its descriptors' ``coerce``, ``tag``, ``_to_python``,
   ``lazy_coercion``, ``exclude`` and names; that a record keeps each field's value
@@ -69,9 +75,11 @@ import functools
 import importlib.metadata
 import math
 import sys
-from typing import Any, Callable, Iterable, Mapping, MutableMapping, Optional
+import weakref
+from typing import Any, AsyncIterator, Callable, Iterable, Mapping, MutableMapping, Optional
 
 import faust
+from faust import streams as faust_streams
 from faust.models import fields as faust_fields
 from faust.stores import rocksdb
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -241,6 +249,30 @@ class TopicHooks(faust.Topic):
     def new_queue(self) -> Any:
         """The queue of events made for this channel on first use; None makes Faust's own."""
         return None
+
+
+class StreamHooks(faust.Stream):
+    """Faust's stream with the private parts an iterator of its own needs, under public names."""
+
+    @property
+    def processors(self) -> list[Callable[[Any], Any]]:
+        """The processors each value goes through before the stream hands it out (``add_processor``)."""
+        return self._processors
+
+    def begin_iterating(self, iterator: AsyncIterator[Any]) -> None:
+        """Note that ``iterator`` iterates this stream: no processor may be added now, and it is closed when the
+        stream stops."""
+        self._finalized = True
+        self._active_agens.add(iterator)
+
+    def set_current_event(self, event: Any) -> None:
+        """Make ``event`` (or None) this stream's and this task's current event (``faust.current_event()``)."""
+        self._set_current_event(event)
+
+
+def set_task_event(event: Any) -> None:
+    """Make ``event`` (or None) the current task's event (``faust.current_event()``), leaving every stream's as is."""
+    faust_streams._current_event.set(None if event is None else weakref.ref(event))
 
 
 def reads_no_offset(callback: Any) -> bool:

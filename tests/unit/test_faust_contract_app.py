@@ -255,6 +255,66 @@ def test_current_event_is_the_event_inside_an_agent_and_none_in_a_timer_running_
     asyncio.run(scenario())
 
 
+# -- streams ---------------------------------------------------------------------
+class Handle:
+    """Something an event's weak reference can point at."""
+
+
+def test_a_stream_s_processors_are_its_own_list_and_once_iterated_it_is_not_chained_again():
+    app = worker_app()
+    stream = app.stream(app.topic("orders"))
+
+    def double(value: Any) -> Any:
+        return value * 2
+
+    stream.add_processor(double)
+    assert faust_internals.StreamHooks.processors.fget(stream) == [double]
+
+    async def values() -> Any:
+        yield 1
+
+    assert stream.group_by(double, name="by-double") is not stream
+    iterated = app.stream(app.topic("orders"))
+    faust_internals.StreamHooks.begin_iterating(iterated, values())
+    # an agent restarted on the same stream iterates it again: its group_by was made the first time
+    assert iterated.group_by(double, name="by-double") is iterated
+
+
+def test_a_stream_closes_the_iterators_it_was_told_of_when_it_stops():
+    async def scenario() -> None:
+        app = worker_app()
+        stream = app.stream(app.topic("orders"))
+        closed = []
+
+        async def values() -> Any:
+            try:
+                yield 1
+                yield 2
+            finally:
+                closed.append(True)
+
+        iterator = values()
+        faust_internals.StreamHooks.begin_iterating(stream, iterator)
+        assert await iterator.__anext__() == 1
+        await stream.on_stop()
+        assert closed == [True]
+
+    asyncio.run(scenario())
+
+
+def test_a_stream_s_current_event_is_set_for_the_stream_and_for_faust_current_event():
+    async def scenario() -> None:
+        app = worker_app()
+        stream = app.stream(app.topic("orders"))
+        event = Handle()
+        faust_internals.StreamHooks.set_current_event(stream, event)
+        assert stream.current_event is event and current_event() is event
+        faust_internals.StreamHooks.set_current_event(stream, None)
+        assert stream.current_event is None and current_event() is None
+
+    asyncio.run(scenario())
+
+
 # -- recovery --------------------------------------------------------------------
 class FakeRecoveryConsumer:
     def __init__(self, highwaters: dict[TP, int], position: int) -> None:
