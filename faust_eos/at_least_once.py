@@ -31,7 +31,7 @@ written: duplicates, never loss.
 
 So at-least-once runs the same staging, producer and batching as exactly-once,
 and the two differ by the transactions alone. Records sent outside any event
-(a timer, a web view, an agent iterating ``stream.take()``) and by
+(a timer, a web view) and by
 ``send_and_wait`` go straight to Faust's producer; if one of those fails, no
 offset commits any more and the worker stops at its next commit
 (:class:`OutputNotWritten`), as Faust's flush does not report it. A write of an

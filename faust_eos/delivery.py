@@ -40,6 +40,8 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from faust.types import TP
 
+from faust_eos.unpacking import first_record_not_done
+
 
 @dataclass
 class _Partition:
@@ -143,8 +145,10 @@ class Delivery:
         in_flight = partition.in_flight
         while in_flight:
             offset = next(iter(in_flight))
-            if not in_flight[offset].acked:  # set once every stream that took it is done with it
-                return offset
+            message = in_flight[offset]
+            if not message.acked:  # set once every stream that took it is done with it
+                partly_done = first_record_not_done(message)  # a batch unpacked into its records
+                return offset if partly_done is None else partly_done
             del in_flight[offset]
         return partition.next_offset
 

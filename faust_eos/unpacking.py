@@ -15,12 +15,14 @@ own (:class:`RecordMessage`). From there Faust's own stream takes the events as
 it takes any: its processors, ``take``, ``group_by``, ``current_event``,
 acknowledgements and sensors are Faust's.
 
-A batch is acknowledged, and so may commit, once every stream is done with
-every one of its records. A batch cut short (a rebalance clears the queues) is
-never acknowledged: the partition's next positioning fetches it again, whole.
+A batch is acknowledged once every stream is done with every one of its
+records; until then a commit reaches its first record some stream is not done
+with. The records a rebalance clears from the queues are never done: the
+partition's next positioning fetches them again.
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable, Iterator, Optional
 
 from faust.exceptions import DecodeError
@@ -31,20 +33,48 @@ from faust_eos.batches import Batch, log_undecodable
 
 
 class BatchProgress:
-    """How many records of one batch event, in one channel, are not done yet; the event is acknowledged at none."""
+    """Which records of one batch event, in one channel, are done; the event is acknowledged once all are.
 
-    __slots__ = ("event", "remaining")
+    Until then a commit may reach the first record not done (:func:`first_record_not_done`):
+    the records before it, and all they caused, commit as a record-by-record stream's
+    would. An agent whose work spans partitions (a ``take`` chunk) then commits all of
+    it at once, whichever batches its records came in.
+    """
 
-    def __init__(self, event: Any, records: int) -> None:
+    __slots__ = ("event", "offsets", "done", "reached")
+
+    def __init__(self, event: Any, offsets: list[int]) -> None:
         self.event = event
-        self.remaining = records
-        if not records:
+        self.offsets = offsets  # of the records this channel hands out, ascending
+        self.done: set[int] = set()
+        self.reached = 0  # how many of ``offsets``, from the first, are done
+        _PROGRESS.setdefault(event.message, []).append(self)
+        if not offsets:
             event.ack()
 
-    def record_done(self) -> None:
-        self.remaining -= 1
-        if not self.remaining:
+    def record_done(self, offset: int) -> None:
+        offsets, done = self.offsets, self.done
+        done.add(offset)
+        while self.reached < len(offsets) and offsets[self.reached] in done:
+            self.reached += 1
+        if self.reached == len(offsets):
             self.event.ack()
+
+    def first_not_done(self) -> Optional[int]:
+        """The offset of this channel's first record not done; None once all are."""
+        return self.offsets[self.reached] if self.reached < len(self.offsets) else None
+
+
+#: each batch message's progress, per channel that unpacked it
+_PROGRESS: "weakref.WeakKeyDictionary[Any, list[BatchProgress]]" = weakref.WeakKeyDictionary()
+
+
+def first_record_not_done(batch_message: Any) -> Optional[int]:
+    """The offset of the first record of an unpacked batch that some channel is not done with; None if the
+    message was not unpacked, or every channel is done."""
+    pending = [offset for progress in _PROGRESS.get(batch_message, ())
+               if (offset := progress.first_not_done()) is not None]
+    return min(pending) if pending else None
 
 
 class RecordMessage(ConsumerMessage):
@@ -65,7 +95,7 @@ class RecordMessage(ConsumerMessage):
     @acked.setter
     def acked(self, done: bool) -> None:
         if done and not self._done and self.progress is not None:
-            self.progress.record_done()
+            self.progress.record_done(self.offset)
         self._done = done
 
 
@@ -107,7 +137,7 @@ class UnpackingQueue(ThrowableQueue):
                 log_undecodable(message, exc)
                 continue
             events.append(event)
-        progress = BatchProgress(batch_event, len(events))
+        progress = BatchProgress(batch_event, [event.message.offset for event in events])
         for event in events:
             event.message.progress = progress
         return events

@@ -16,7 +16,7 @@ import time
 import faust
 import pytest
 
-from corpus_support import CorpusApp
+from tests.integration.corpus_support import CorpusApp
 
 pytestmark = pytest.mark.broker
 

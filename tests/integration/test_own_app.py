@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from corpus_support import CorpusApp
+from tests.integration.corpus_support import CorpusApp
 
 pytestmark = pytest.mark.broker
 

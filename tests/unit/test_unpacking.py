@@ -15,6 +15,8 @@ from faust.types import TP
 import faust_eos
 from faust_contract_support import fetched_batch, record, worker_app
 from faust_eos.batches import DEFAULT_MAX_RECORDS, Batch, batch_records, batched_topics
+from faust_eos.delivery import Delivery
+from faust_eos.unpacking import first_record_not_done
 
 PAYMENTS = TP("payments", 3)
 
@@ -134,3 +136,44 @@ def test_a_table_s_changelog_is_never_handed_out_in_batches_for_its_recovery_tak
     app.topics.add(table.changelog_topic)
     condensed = app.consumer._condensed({changelog: [record(7, changelog)]})
     assert [(r.offset, r.value) for r in condensed[changelog]] == [(7, b"v")]
+
+
+def test_until_a_batch_is_done_a_commit_reaches_its_first_record_a_stream_is_not_done_with():
+    async def scenario() -> None:
+        app = started_worker()
+        topic = app.topic("payments", key_type=str, value_type=Payment)
+        event = await batch_event(app, topic, *[b'{"merchant": "m", "cents": 1}'] * 3)  # offsets 40 to 42
+        delivery = Delivery()
+        delivery.position(PAYMENTS, 40)
+        delivery.fetched({PAYMENTS: fetched(*[b"p"] * 3)}, delivery.fetch_started())
+        assert delivery.admit(PAYMENTS, event.message, first_offset=40)
+        topic.queue.put_nowait(event)
+        first, second, third = (topic.queue.get_nowait() for _ in range(3))
+        assert delivery.committable(PAYMENTS) == 40
+        second.ack()
+        assert delivery.committable(PAYMENTS) == 40  # the first record is not done: nothing after it commits
+        first.ack()
+        assert delivery.committable(PAYMENTS) == 42  # the first two commit, with what they caused
+        third.ack()
+        assert delivery.committable(PAYMENTS) == 43 and event.message.acked
+
+    asyncio.run(scenario())
+
+
+def test_a_batch_two_channels_unpack_commits_as_far_as_the_channel_that_is_behind():
+    async def scenario() -> None:
+        app = started_worker()
+        fast, slow = (app.topic("payments", key_type=str, value_type=Payment) for _ in range(2))
+        message = app.consumer._to_message(PAYMENTS, batch_records(fetched(*[b'{"merchant": "m", "cents": 1}'] * 2),
+                                                                  100)[0])
+        message.incref(2)  # as the conductor does, once per subscribed channel
+        for channel in (fast, slow):
+            channel.queue.put_nowait(await channel.decode(message, propagate=True))
+        for _ in range(2):
+            fast.queue.get_nowait().ack()
+        slow.queue.get_nowait().ack()
+        assert first_record_not_done(message) == 41 and not message.acked
+        slow.queue.get_nowait().ack()
+        assert first_record_not_done(message) is None and message.acked
+
+    asyncio.run(scenario())
