@@ -73,6 +73,9 @@ class Batch:
         self.last_offset: int = records[-1].offset
         self._loads_key = loads_key or _unchanged
         self._loads_value = loads_value or _unchanged
+        #: per channel that unpacked the batch into its records, which of them it is not done with yet
+        #: (:class:`faust_eos.unpacking.BatchProgress`)
+        self.unpacked: list[Any] = []
 
     def decode_with(self, loads_key: Callable[[Optional[bytes]], Any],
                     loads_value: Callable[[Optional[bytes]], Any]) -> "Batch":

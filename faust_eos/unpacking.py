@@ -22,7 +22,6 @@ partition's next positioning fetches them again.
 """
 from __future__ import annotations
 
-import weakref
 from typing import Any, Callable, Iterator, Optional
 
 from faust.exceptions import DecodeError
@@ -48,9 +47,10 @@ class BatchProgress:
         self.offsets = offsets  # of the records this channel hands out, ascending
         self.done: set[int] = set()
         self.reached = 0  # how many of ``offsets``, from the first, are done
-        _PROGRESS.setdefault(event.message, []).append(self)
+        batch: Batch = event.message.value
+        batch.unpacked.append(self)
         if not offsets:
-            event.ack()
+            self._all_done(batch)
 
     def record_done(self, offset: int) -> None:
         offsets, done = self.offsets, self.done
@@ -58,22 +58,26 @@ class BatchProgress:
         while self.reached < len(offsets) and offsets[self.reached] in done:
             self.reached += 1
         if self.reached == len(offsets):
-            self.event.ack()
+            self._all_done(self.event.message.value)
+
+    def _all_done(self, batch: Batch) -> None:
+        # no commit asks any more (the batch is acknowledged once every channel is done); and the batch,
+        # its records and its events are freed as soon as nothing else holds them
+        batch.unpacked.remove(self)
+        self.event.ack()
 
     def first_not_done(self) -> Optional[int]:
         """The offset of this channel's first record not done; None once all are."""
         return self.offsets[self.reached] if self.reached < len(self.offsets) else None
 
 
-#: each batch message's progress, per channel that unpacked it
-_PROGRESS: "weakref.WeakKeyDictionary[Any, list[BatchProgress]]" = weakref.WeakKeyDictionary()
-
-
 def first_record_not_done(batch_message: Any) -> Optional[int]:
     """The offset of the first record of an unpacked batch that some channel is not done with; None if the
     message was not unpacked, or every channel is done."""
-    pending = [offset for progress in _PROGRESS.get(batch_message, ())
-               if (offset := progress.first_not_done()) is not None]
+    batch = getattr(batch_message, "value", None)
+    if not isinstance(batch, Batch):
+        return None
+    pending = [offset for progress in batch.unpacked if (offset := progress.first_not_done()) is not None]
     return min(pending) if pending else None
 
 

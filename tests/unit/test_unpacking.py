@@ -6,7 +6,9 @@ app's, never started; no broker.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import weakref
 from typing import Any
 
 import faust
@@ -177,3 +179,20 @@ def test_a_batch_two_channels_unpack_commits_as_far_as_the_channel_that_is_behin
         assert first_record_not_done(message) is None and message.acked
 
     asyncio.run(scenario())
+
+
+def test_once_every_record_of_a_batch_is_done_nothing_of_the_library_keeps_the_batch_alive():
+    # a long-running worker must not keep every batch it ever fetched, with its records
+    async def scenario() -> tuple[weakref.ref, weakref.ref]:
+        app = started_worker()
+        topic = app.topic("payments", key_type=str, value_type=Payment)
+        event = await batch_event(app, topic, b'{"merchant": "m", "cents": 1}', b'{"merchant": "m", "cents": 2}')
+        topic.queue.put_nowait(event)
+        for _ in range(2):
+            topic.queue.get_nowait().ack()
+        assert event.message.acked
+        return weakref.ref(event.message), weakref.ref(event.message.value)
+
+    message, batch = asyncio.run(scenario())
+    gc.collect()
+    assert message() is None and batch() is None
