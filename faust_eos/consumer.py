@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 import logging
 from typing import Any, AsyncIterator, Iterable, Mapping, Optional, Set, Union
 
@@ -30,7 +31,7 @@ from faust_eos.errors import LocalStateNotWritten, OffsetsLost
 from faust_eos.event_path import EventPaths
 from faust_eos.manager import TransactionManager
 from faust_eos.offsets import CommittedOffsets
-from faust_eos.options import FETCH_MIN_BYTES, fetch_max_wait_ms, max_uncommitted_records
+from faust_eos.options import FETCH_MIN_BYTES, fetch_max_wait_ms, gc_threshold, max_uncommitted_records
 from faust_eos.produce import producer_config
 from faust_eos.recovery_reads import RecoveryReads
 from faust_eos.security import librdkafka_client
@@ -53,6 +54,8 @@ class Consumer(RecoveryReads):
     def __post_init__(self) -> None:
         super().__post_init__()
         adopt(self.app)  # made as the worker starts, before its agents: their topics and tables take the short paths
+        _, older, oldest = gc.get_threshold()
+        gc.set_threshold(gc_threshold(self.app.conf.broker), older, oldest)
         self.delivery = Delivery()
         #: the short path of sends and table operations inside the event being processed
         self.event_paths = EventPaths(self.staging_for_sends, lambda: self.app.sensors, self._commit_early_if_full)

@@ -21,6 +21,11 @@ DEFAULT_FETCH_MAX_WAIT_MS = 20
 #: went round: at 1,000 events/s the consumer's thread kept 0.4 of a core busy, and a worker used about
 #: 2 to 2.5 times the CPU per event it uses with this (docs/performance-history.md). A backlog fills it at once.
 FETCH_MIN_BYTES = 64 * 1024
+#: Python's garbage collector looks for reference cycles among the newest objects each time this many more
+#: were made than freed (Python's own: 700). A worker keeps every event, record and staged output between
+#: commits alive: with 700, collections of them took a fifth to a quarter of an ordinary app's event loop
+#: (docs/performance-history.md). Objects in cycles wait a little longer to be freed.
+DEFAULT_GC_THRESHOLD = 50_000
 
 
 def transaction_timeout_ms(broker_urls: Iterable[Any], commit_interval_s: float) -> int:
@@ -57,6 +62,12 @@ def fetch_max_wait_ms(broker_urls: Iterable[Any]) -> int:
     """
     return _broker_url_option(broker_urls, "fetch_max_wait_ms", DEFAULT_FETCH_MAX_WAIT_MS,
                               "milliseconds, e.g. 100")
+
+
+def gc_threshold(broker_urls: Iterable[Any]) -> int:
+    """``eos://...?gc_threshold=700``: the first-generation threshold of Python's garbage collector that a
+    worker sets as it starts (700 keeps Python's own)."""
+    return _broker_url_option(broker_urls, "gc_threshold", DEFAULT_GC_THRESHOLD, "a count of objects, e.g. 700")
 
 
 def _broker_url_option(broker_urls: Iterable[Any], name: str, default: int, hint: str) -> int:

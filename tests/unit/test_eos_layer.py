@@ -1,19 +1,23 @@
 """The exactly-once layer stands alone: any Faust app can use ``eos://``."""
 import asyncio
+import gc
 import subprocess
 import sys
 
 import faust
 import pytest
 
+from faust_contract_support import worker_app
 from faust_eos import LocalStateNotWritten, SettingRefused, StoreRefused
 from faust_eos.consumer import Consumer
 from faust_eos.options import (
     DEFAULT_FETCH_MAX_WAIT_MS,
+    DEFAULT_GC_THRESHOLD,
     DEFAULT_MAX_UNCOMMITTED_RECORDS,
     DEFAULT_TRANSACTION_TIMEOUT_MS,
     default_transaction_timeout_ms,
     fetch_max_wait_ms,
+    gc_threshold,
     max_uncommitted_records,
     refuse_settings_that_bypass_transactions,
     transaction_timeout_ms,
@@ -74,6 +78,24 @@ def test_a_fetch_waits_at_most_twenty_milliseconds_unless_the_broker_url_says_ot
     assert fetch_max_wait_ms(broker_urls("eos://localhost:9092?fetch_max_wait_ms=500")) == 500
     with pytest.raises(ValueError, match="fetch_max_wait_ms='0'"):
         fetch_max_wait_ms(broker_urls("eos://localhost:9092?fetch_max_wait_ms=0"))
+
+
+def test_the_garbage_collector_s_threshold_is_fifty_thousand_unless_the_broker_url_says_otherwise():
+    assert gc_threshold(broker_urls("eos://localhost:9092")) == DEFAULT_GC_THRESHOLD == 50_000
+    assert gc_threshold(broker_urls("eos://localhost:9092?gc_threshold=700")) == 700
+    with pytest.raises(ValueError, match="gc_threshold='-1'"):
+        gc_threshold(broker_urls("eos://localhost:9092?gc_threshold=-1"))
+
+
+def test_a_worker_sets_the_garbage_collector_s_first_threshold_as_it_starts_and_keeps_the_others():
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 11, 12)
+        app = worker_app(broker="eos://localhost:9092?gc_threshold=1234")
+        assert app.consumer is not None  # made as the worker starts
+        assert gc.get_threshold() == (1234, 11, 12)
+    finally:
+        gc.set_threshold(*before)
 
 
 def test_publishing_records_at_commit_time_is_refused_under_exactly_once():
