@@ -28,12 +28,12 @@ class Watching:
     def __init__(self, sensors: tuple[Any, ...]) -> None:
         self.sensors = sensors
         #: sensors with sends of their own to watch (each is called for every send, as Faust calls it)
-        self.send_sensors = tuple(sensor for sensor in sensors if _overrides(sensor, SEND_HOOKS))
+        self.send_sensors = tuple(sensor for sensor in sensors if overrides(sensor, SEND_HOOKS))
         #: whether any of them reads the records sent (the message, its metadata); Faust's own
         #: monitor only counts and times sends
         self.sensors_read_records = any(type(sensor) is not faust.Monitor for sensor in self.send_sensors)
         #: sensors with table reads, writes or deletes to watch
-        self.table_sensors = tuple(sensor for sensor in sensors if _overrides(sensor, TABLE_HOOKS))
+        self.table_sensors = tuple(sensor for sensor in sensors if overrides(sensor, TABLE_HOOKS))
 
 
 class EventPath:
@@ -91,6 +91,6 @@ class EventPaths:
         return self._watching
 
 
-def _overrides(sensor: Any, hooks: tuple[str, ...]) -> bool:
+def overrides(sensor: Any, hooks: tuple[str, ...]) -> bool:
     """Whether ``sensor`` does something in one of ``hooks`` (a ``faust.Sensor``'s own do nothing)."""
     return any(getattr(type(sensor), hook, None) is not getattr(faust.Sensor, hook) for hook in hooks)

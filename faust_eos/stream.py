@@ -33,6 +33,7 @@ from faust.types import ChannelT, EventT
 from mode.utils.futures import maybe_async
 
 from faust_eos.faust_internals import StreamHooks, set_task_event
+from faust_eos.stream_sensors import StreamSensors
 
 #: how long a stream hands out queued events (and its agent works on them) before it lets the event loop run
 #: the worker's other tasks: about 100 events of an ordinary agent, and little beside any commit interval
@@ -82,6 +83,7 @@ class Stream(StreamHooks):
         next_item = channel.__anext__
         app = self.app
         sensors = app.sensors
+        stream_sensors = StreamSensors((), self)
         consumer = app.consumer
         acking_topics = app.topics.acking_topics
         turn_ends = 0.0
@@ -96,8 +98,9 @@ class Stream(StreamHooks):
                         await asyncio.sleep(0)
                     item = await next_item()  # waits while nothing is queued
                     turn_ends = time.monotonic() + TURN_SECONDS
+                    if tuple(sensors) != stream_sensors.sensors:  # sensors come and go rarely
+                        stream_sensors = StreamSensors(tuple(sensors), self)
                 event: Any = None
-                sensor_state = None
                 if isinstance(item, EventT):
                     event, message = item, item.message
                     if not app.flow_control.is_active() or message.generation_id != app.consumer_generation_id:
@@ -105,7 +108,8 @@ class Stream(StreamHooks):
                     if message.topic in acking_topics and not message.tracked:
                         message.tracked = True
                         consumer.track_message(message)
-                    sensor_state = sensors.on_stream_event_in(message.tp, message.offset, self, event)
+                    watching = stream_sensors
+                    sensor_state = watching.event_in(message.tp, message.offset, event)
                     self.set_current_event(event)
                     value = event.value
                 else:
@@ -124,7 +128,7 @@ class Stream(StreamHooks):
                     if event is not None and (acks or value is _SKIPPED):
                         message = event.message
                         last = event.ack()
-                        sensors.on_stream_event_out(message.tp, message.offset, self, event, sensor_state)
+                        watching.event_out(message.tp, message.offset, event, sensor_state)
                         if last:
                             sensors.on_message_out(message.tp, message.offset, message)
         except StopAsyncIteration:  # a stream over an iterable that ended
