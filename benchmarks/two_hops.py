@@ -32,6 +32,8 @@ def two_hop_app(app_id: str, *, broker: str, store: str, guarantee: str) -> faus
         broker=broker,
         processing_guarantee=guarantee,
         broker_commit_interval=settings.commit_interval_ms / 1000,
+        broker_session_timeout=settings.session_timeout_s,
+        broker_heartbeat_interval=max(settings.session_timeout_s / 10, 0.5),
         store=store,
         datadir=str(settings.data_dir),
         topic_partitions=settings.partitions,
