@@ -366,7 +366,8 @@ class TransactionManager(FaustTransactionManager):
         partitions (``sources``: every one assigned) whose tables' changelogs hold committed records."""
         # every changelog is of a table written in its event's partition: self.tables refused the others at start
         changelogs = changelogs_to_check(committed, sources, [
-            tp for tp in self.consumer.assignment() if tp.topic in self._changelog_topics])
+            tp for tp in self.consumer.assignment() if tp.topic in self._changelog_topics],
+            standbys=self.app.assignor.assigned_standbys())
         if changelogs:
             bounds = await self._in_thread(self._committed.restore_bounds, changelogs)
             error = lost_offsets(self.app.conf.id, committed, bounds)

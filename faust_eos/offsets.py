@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional, TypeVar
+from typing import Any, Callable, Collection, Iterable, Mapping, NamedTuple, Optional, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -60,7 +60,7 @@ class ChangelogBounds(NamedTuple):
 
 
 def changelogs_to_check(committed: Mapping[Any, Optional[int]], sources: Iterable[Any],
-                        changelogs: Iterable[Any]) -> list[Any]:
+                        changelogs: Iterable[Any], standbys: Collection[Any] = ()) -> list[Any]:
     """The changelog partitions whose records would show that the group lost ``committed`` offsets.
 
     A table partition is written only in transactions that commit offsets of the
@@ -68,12 +68,15 @@ def changelogs_to_check(committed: Mapping[Any, Optional[int]], sources: Iterabl
     of a number (``sources``: every one assigned) has a committed offset, the
     changelog partitions of that number (``changelogs``: of tables written that way)
     can hold no committed record, unless the group lost its offsets. A number with
-    an input partition not in ``committed`` (not claimed) is not judged.
+    an input partition not in ``committed`` (not claimed) is not judged, nor is a
+    changelog partition the worker only keeps a standby copy of (in ``standbys``):
+    another worker processes its input partitions, and the worker's own partitions
+    of that number may be of other topics, such as Faust's one-partition leader topic.
     """
     numbers: dict[int, bool] = {}  # partition number -> no input partition of it has a committed offset
     for tp in sources:
         numbers[tp.partition] = numbers.get(tp.partition, True) and tp in committed and committed[tp] is None
-    return [tp for tp in changelogs if numbers.get(tp.partition, False)]
+    return [tp for tp in changelogs if numbers.get(tp.partition, False) and tp not in standbys]
 
 
 def lost_offsets(group: str, committed: Mapping[Any, Optional[int]],
