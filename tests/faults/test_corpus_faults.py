@@ -1,10 +1,12 @@
-"""Apps of the corpus stay exact when their worker is killed in the middle of their input.
+"""Apps of the corpus stay exact when a worker is killed or turns zombie in the middle of their input.
 
 The apps are those of ``tests/integration/test_corpus.py``, run as their authors
-wrote them on ``eos://``. Their worker is killed with SIGKILL while their input
+wrote them on ``eos://``. A worker is killed with SIGKILL while their input
 arrives, so that batches, transactions, ``take`` chunks and a ``group_by``
-repartition are cut short, and started again on the same data directory. A ``read_committed``
-reader then checks that every input counts exactly once.
+repartition are cut short, and started again on the same data directory; or, of
+two workers, one is paused until the group has given its partitions to the
+other, then woken with the work it held. A ``read_committed`` reader then checks
+that every input counts exactly once.
 """
 from __future__ import annotations
 
@@ -23,6 +25,9 @@ pytestmark = pytest.mark.broker
 WAIT_S = 600  # generous: the machine is shared; this bounds a stall, it is not a timing check
 INPUTS = 20_000
 RATE = 2_000  # inputs a second: the input still arrives when the worker is killed
+#: inputs a second with a paused worker: the input lasts about as long as the group takes to give its
+#: partitions away (a 10 s session), so that the other worker takes them over in the middle of it
+ZOMBIE_RATE = 500
 
 
 def killed_midway(corpus: CorpusApp, input_topic: str, inputs: list, output: str,
@@ -44,18 +49,56 @@ def killed_midway(corpus: CorpusApp, input_topic: str, inputs: list, output: str
     return corpus.wait_for_output(output, lambda found: inputs_in(found) >= len(inputs), WAIT_S, "all of it done")
 
 
-def test_a_word_count_killed_in_the_middle_of_its_repartition_counts_every_word_once(kafka, tmp_path):
-    corpus = CorpusApp(kafka, tmp_path, "group-by-kill", WORD_COUNT, ["words", "counts"])
-    words = [f"w{(i * 7) % 13}" for i in range(INPUTS)]
-    inputs = [(b"%d" % n, json.dumps({"word": w, "n": n}).encode(), None) for n, w in enumerate(words)]
-    updates = killed_midway(corpus, "words", inputs, "counts", len)
-    assert corpus.stop() == 0
+def zombie_midway(corpus: CorpusApp, input_topic: str, inputs: list, output: str) -> list[Any]:
+    """Produce ``inputs`` at :data:`ZOMBIE_RATE` to two workers of ``corpus``; once a quarter have committed
+    outputs, pause worker 0 until three quarters have (its partitions then went to worker 1), and wake it;
+    the committed outputs once there is one per input."""
+    for index in (0, 1):
+        corpus.start(index)
+        corpus.wait_ready(index=index)
+    producing = threading.Thread(target=corpus.produce, args=(input_topic, inputs, ZOMBIE_RATE))
+    producing.start()
+    try:
+        corpus.wait_for_output(output, lambda found: len(found) >= len(inputs) // 4, WAIT_S, "a quarter done")
+        corpus.pause(0)
+        try:
+            corpus.wait_for_output(output, lambda found: len(found) >= len(inputs) * 3 // 4, WAIT_S,
+                                   "three quarters done without the paused worker")
+        finally:
+            corpus.resume(0)  # it wakes with work of a generation that has passed
+    finally:
+        producing.join()
+    return corpus.wait_for_output(output, lambda found: len(found) >= len(inputs), WAIT_S, "all of it done")
 
+
+def word_inputs() -> tuple[list[str], list]:
+    words = [f"w{(i * 7) % 13}" for i in range(INPUTS)]
+    return words, [(b"%d" % n, json.dumps({"word": w, "n": n}).encode(), None) for n, w in enumerate(words)]
+
+
+def assert_counted_once(words: list[str], updates: list[Any]) -> None:
     assert sorted(update["n"] for update in updates) == list(range(len(words)))  # each word once
     by_word = collections.defaultdict(list)
     for update in updates:
         by_word[update["word"]].append(update["count"])
     assert {w: c for w, c in by_word.items() if c != list(range(1, len(c) + 1))} == {}  # counts restored exactly
+
+
+def test_a_word_count_killed_in_the_middle_of_its_repartition_counts_every_word_once(kafka, tmp_path):
+    corpus = CorpusApp(kafka, tmp_path, "group-by-kill", WORD_COUNT, ["words", "counts"])
+    words, inputs = word_inputs()
+    updates = killed_midway(corpus, "words", inputs, "counts", len)
+    assert corpus.stop() == 0
+    assert_counted_once(words, updates)
+
+
+def test_a_word_count_whose_worker_turns_zombie_in_the_middle_of_its_repartition_counts_every_word_once(
+        kafka, tmp_path):
+    corpus = CorpusApp(kafka, tmp_path, "group-by-zombie", WORD_COUNT, ["words", "counts"])
+    words, inputs = word_inputs()
+    updates = zombie_midway(corpus, "words", inputs, "counts")
+    assert corpus.stop() == 0
+    assert_counted_once(words, updates)
 
 
 def test_an_agent_taking_values_a_hundred_at_a_time_killed_midway_sees_each_once(kafka, tmp_path):

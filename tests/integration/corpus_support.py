@@ -1,13 +1,14 @@
 """Running an app of the corpus: ordinary Faust code, written as Faust's documentation teaches it, on ``eos://``.
 
 Each app is a module's source with a few placeholders (its id, the broker, its
-data directory, its web port and its topics). It runs as a ``faust worker``
-process of its own, as its authors would run it, and is checked from outside by
-a ``read_committed`` reader.
+data directory, its web port and its topics). It runs as ``faust worker``
+processes, as its authors would run it (one, or several in one group, each in a
+directory of its own), and is checked from outside by a ``read_committed`` reader.
 """
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -36,6 +37,8 @@ app = faust.App(
     topic_partitions={partitions},
     topic_replication_factor=1,
     broker_commit_interval=0.5,
+    broker_session_timeout=10,
+    broker_heartbeat_interval=1,
     web_port={web_port},
 )
 '''
@@ -43,56 +46,90 @@ PARTITIONS = 3
 
 
 class CorpusApp:
-    """One app of the corpus, its topics (named ``<name>-<topic>-<suffix>``) and its worker process."""
+    """One app of the corpus, its topics (named ``<name>-<topic>-<suffix>``) and its worker processes.
+
+    Worker 0 runs in ``tmp_path``, each other worker ``i`` in ``tmp_path/worker-i``, with its own data
+    directory and web port.
+    """
 
     def __init__(self, kafka: Settings, tmp_path: Path, name: str, body: str, topics: Iterable[str]) -> None:
         self.kafka = kafka
         self.dir = tmp_path
+        self.body = body
         suffix = uuid.uuid4().hex[:6]
+        self.app_id = f"corpus-{name}-{suffix}"
         self.topics = {topic: f"corpus-{name}-{topic}-{suffix}" for topic in topics}
         client = admin(kafka)  # kept until the topics exist: its futures fail once it is collected
         futures = client.create_topics(
             [NewTopic(t, num_partitions=PARTITIONS, replication_factor=1) for t in self.topics.values()])
         for future in futures.values():
             future.result(30)
-        (tmp_path / "corpus_app.py").write_text(
-            (HEADER + body).format(app_id=f"corpus-{name}-{suffix}", bootstrap=kafka.bootstrap_servers,
-                                   datadir=tmp_path / "data", partitions=PARTITIONS, web_port=free_port(),
-                                   **{f"{topic}_topic": full for topic, full in self.topics.items()}))
-        self.log = tmp_path / "worker.log"
-        self.worker: Optional[subprocess.Popen] = None
+        self.workers: dict[int, subprocess.Popen] = {}
 
-    def start(self) -> None:
-        with open(self.log, "ab") as out:
-            self.worker = subprocess.Popen([sys.executable, "-m", "faust", "-A", "corpus_app", "worker", "-l", "info"],
-                                           cwd=self.dir, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    def worker_dir(self, index: int) -> Path:
+        return self.dir if index == 0 else self.dir / f"worker-{index}"
 
-    def wait_ready(self, timeout: float = 180) -> None:
-        wait_for(lambda: "Worker ready" in self.log.read_text(), timeout, what=f"the worker ready (log: {self.log})")
+    def log_of(self, index: int) -> Path:
+        return self.worker_dir(index) / "worker.log"
+
+    @property
+    def log(self) -> Path:
+        """Worker 0's log."""
+        return self.log_of(0)
+
+    def start(self, index: int = 0) -> None:
+        directory = self.worker_dir(index)
+        module = directory / "corpus_app.py"
+        if not module.exists():
+            directory.mkdir(parents=True, exist_ok=True)
+            module.write_text(
+                (HEADER + self.body).format(app_id=self.app_id, bootstrap=self.kafka.bootstrap_servers,
+                                            datadir=directory / "data", partitions=PARTITIONS, web_port=free_port(),
+                                            **{f"{topic}_topic": full for topic, full in self.topics.items()}))
+        with open(self.log_of(index), "ab") as out:
+            self.workers[index] = subprocess.Popen(
+                [sys.executable, "-m", "faust", "-A", "corpus_app", "worker", "-l", "info"],
+                cwd=directory, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_ready(self, timeout: float = 180, index: int = 0) -> None:
+        log = self.log_of(index)
+        wait_for(lambda: "Worker ready" in log.read_text(), timeout, what=f"the worker ready (log: {log})")
 
     def stop(self) -> Optional[int]:
-        """SIGTERM and wait: the worker commits what it holds and exits (its exit code).
+        """SIGTERM each running worker and wait: each commits what it holds and exits; the first non-zero
+        exit code, else 0 (None if no worker ever ran).
 
-        Checks first that it ran on the library: its transactional id claimed, and
+        Checks first that each ran on the library: its transactional id claimed, and
         its topics and tables of Faust's own classes adopted (:mod:`faust_eos.adoption`).
         """
-        if self.worker is None or self.worker.poll() is not None:
-            return None if self.worker is None else self.worker.returncode
-        text = self.log.read_text()
-        assert "Claimed corpus-" in text, f"the app did not run on the eos:// transport (log: {self.log})"
-        assert "take faust-eos's short paths" in text, f"the app's topics were not adopted (log: {self.log})"
-        self.worker.terminate()
-        try:
-            return self.worker.wait(60)
-        except subprocess.TimeoutExpired:
-            self.worker.kill()
-            return self.worker.wait(30)
+        codes = [self._stop(index) for index in sorted(self.workers)]
+        return next((code for code in codes if code != 0), 0) if codes else None
 
-    def kill(self) -> None:
+    def _stop(self, index: int) -> Optional[int]:
+        worker, log = self.workers[index], self.log_of(index)
+        if worker.poll() is not None:
+            return worker.returncode
+        text = log.read_text()
+        assert "Claimed corpus-" in text, f"the app did not run on the eos:// transport (log: {log})"
+        assert "take faust-eos's short paths" in text, f"the app's topics were not adopted (log: {log})"
+        worker.terminate()
+        try:
+            return worker.wait(60)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            return worker.wait(30)
+
+    def kill(self, index: int = 0) -> None:
         """SIGKILL: no shutdown, no final commit."""
-        assert self.worker is not None
-        self.worker.kill()
-        self.worker.wait(30)
+        self.workers[index].kill()
+        self.workers[index].wait(30)
+
+    def pause(self, index: int) -> None:
+        """SIGSTOP: the worker neither works nor heartbeats until :meth:`resume`."""
+        self.workers[index].send_signal(signal.SIGSTOP)
+
+    def resume(self, index: int) -> None:
+        self.workers[index].send_signal(signal.SIGCONT)
 
     def produce(self, topic: str, records: Iterable[tuple[Optional[bytes], bytes, Optional[int]]],
                 rate: Optional[float] = None) -> int:
@@ -128,5 +165,5 @@ class CorpusApp:
             found[:] = self.committed(topic)
             return bool(done(found))
 
-        wait_for(check, timeout, interval=1.0, what=f"{what} (log: {self.log})")
+        wait_for(check, timeout, interval=1.0, what=f"{what} (logs: {', '.join(str(self.log_of(i)) for i in self.workers)})")
         return found
