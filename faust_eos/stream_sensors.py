@@ -2,10 +2,9 @@
 
 Faust tells its sensors of every event a stream takes and finishes through the
 app's sensor delegate: a dictionary of per-sensor states built per event, and in
-Faust's own :class:`faust.Monitor`, a weak-reference lookup of the stream and of
-its task to find the names it counts them under. For an ordinary per-event agent
-that was a fifth of the worker's event loop. :class:`StreamSensors` keeps the
-same books for one stream:
+Faust's own :class:`faust.Monitor`, weak-reference lookups of the stream and of
+its task to find the names it counts them under, at every event. :class:`StreamSensors`
+keeps the same books for one stream, working out once what each sensor needs:
 
 * a sensor whose stream hooks are :class:`faust.Monitor`'s own has its counters
   moved directly (events in total, by stream and by task, active, the partition's
