@@ -21,6 +21,7 @@ import pytest
 from app.kafka import admin
 from app.loadgen import LoadSpec
 from benchmarks.measure import OutputWatcher
+from tests.faults.test_faults import BrokerLostMarkers
 from tools import broker
 from tools.markers import MarkerMender
 
@@ -29,10 +30,6 @@ pytestmark = pytest.mark.broker
 APP = "benchmarks.ordinary_eos"
 BACKLOG = 30_000
 WAIT_S = 600  # generous: the machine is shared; this bounds a stall, it is not a timing check
-
-
-class BrokerLostMarkers(UserWarning):
-    """The broker lost a transaction's markers and the test wrote them (README, Known limitations)."""
 
 
 def drain_through(run, fault: str) -> int:
@@ -63,7 +60,8 @@ def drain_through(run, fault: str) -> int:
         else:
             broker.kill(run.settings)
             broker.ensure_running(run.settings)
-            mender = MarkerMender(run.settings, lambda: admin(run.settings), time.monotonic())
+            restarted_admin = admin(run.settings)  # the harness's after a restart: one of the new broker's
+            mender = MarkerMender(run.settings, lambda: restarted_admin, time.monotonic())
             mender.start()
         watcher.wait_for_seed(41, valid, WAIT_S)
     finally:
