@@ -35,7 +35,6 @@ from app import acls
 from app.acls import TRANSACTION_STATE_TOPIC
 from app.kafka import pipeline_topics
 from config import Settings, settings
-from faust_eos.collector import collect_less_often
 from kafka_ops.topics import TopicRefused, create_topics, partition_counts
 from kafka_ops.wire import KafkaWireError
 from kafka_ops.wire_security import cluster as wire_cluster
@@ -224,5 +223,4 @@ class Worker(faust.Worker):
                    "(is the broker running? see KAFKA_BOOTSTRAP_SERVERS)"])
         if found:
             _exit(found)
-        collect_less_often()  # with the app and its modules loaded, before the first event
         super().execute_from_commandline()

@@ -15,7 +15,8 @@ when its worker starts, before any agent runs:
   instance of the library's subclass. The subclasses add short paths and keep
   no state of their own beyond caches, so an object made by Faust's class is a
   sound instance of theirs. Faust keeps no list of the topics an app made, so
-  they and the tables are found among the process's objects, once.
+  they and the tables are found among the process's objects, once; objects the
+  app froze out of the garbage collector's sight (``gc.freeze()``) included.
 
 A class of the app's own (a subclass of Faust's, or another setting) is left as it is.
 """
@@ -51,7 +52,7 @@ def adopt(app: Any) -> int:
         if app.conf.Stream is faust.Stream:
             app.conf.Stream = Stream
     adopted = 0
-    for obj in gc.get_objects():
+    for obj in _all_tracked_objects():
         library_class = ADOPTED.get(type(obj))  # exactly Faust's own class: a subclass is the app's
         if library_class is not None and obj.app is app:
             obj.__class__ = library_class
@@ -61,3 +62,16 @@ def adopt(app: Any) -> int:
     if adopted:
         log.info("%d topics, tables and streams of Faust's own classes take faust-eos's short paths", adopted)
     return adopted
+
+
+def _all_tracked_objects() -> list[Any]:
+    """Every object the garbage collector tracks, the frozen ones too (which ``gc.get_objects()`` leaves out);
+    frozen again after, with what was made since they were frozen."""
+    frozen = gc.get_freeze_count() > 0
+    if frozen:
+        gc.unfreeze()
+    try:
+        return gc.get_objects()
+    finally:
+        if frozen:
+            gc.freeze()

@@ -1,6 +1,8 @@
 """An ordinary Faust app on eos:// takes the library's short paths: its topics and tables are adopted at start."""
 from __future__ import annotations
 
+import gc
+
 import faust
 
 import faust_eos
@@ -37,3 +39,15 @@ def test_an_app_that_chose_its_own_classes_keeps_them(tmp_path):
     topic, table = app.topic("payments"), app.Table("totals")
     assert adopt(app) == 0
     assert (type(topic), type(table), app.conf.Topic, app.conf.Table) == (OwnTopic, OwnTable, OwnTopic, OwnTable)
+
+
+def test_topics_and_tables_the_app_froze_out_of_the_collector_s_sight_are_adopted_too(tmp_path):
+    app = faust.App("frozen", broker="eos://localhost:9092", store="eos-rocksdb://", datadir=str(tmp_path))
+    payments, totals = app.topic("payments", value_type=bytes), app.Table("totals", default=int)
+    gc.freeze()  # as an app may before its worker starts: gc.get_objects() no longer lists them
+    try:
+        assert adopt(app) >= 2
+        assert type(payments) is faust_eos.Topic and type(totals) is faust_eos.Table
+        assert gc.get_freeze_count() > 0  # still frozen, as the app left them
+    finally:
+        gc.unfreeze()
