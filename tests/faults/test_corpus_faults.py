@@ -1,24 +1,42 @@
-"""Apps of the corpus stay exact when a worker is killed or turns zombie in the middle of their input.
+"""Apps of the corpus stay exact when a worker is killed, turns zombie or loses its broker in the middle of
+their input.
 
 The apps are those of ``tests/integration/test_corpus.py``, run as their authors
 wrote them on ``eos://``. A worker is killed with SIGKILL while their input
-arrives, so that batches, transactions, ``take`` chunks and a ``group_by``
-repartition are cut short, and started again on the same data directory; or, of
-two workers, one is paused until the group has given its partitions to the
-other, then woken with the work it held. A ``read_committed`` reader then checks
-that every input counts exactly once.
+arrives, so that batches, transactions, ``take`` chunks, windowed tables, a
+timer's sends and a ``group_by`` repartition are cut short, and started again on
+the same data directory; or, of two workers, one is paused until the group has
+given its partitions to the other, then woken with the work it held; or the
+broker is killed and started again. A ``read_committed`` reader then checks that
+every input counts exactly once.
 """
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import threading
+import time
+import warnings
 from typing import Any, Callable
 
 import pytest
 
+from app.kafka import admin
+from config import Settings
+from tests.faults.test_faults import BrokerLostMarkers
 from tests.integration.corpus_support import CorpusApp
-from tests.integration.test_corpus import TAKE, WORD_COUNT
+from tests.integration.test_corpus import (
+    FILTER_ECHO,
+    TAKE,
+    TIMER,
+    WINDOWED_COUNT,
+    WORD_COUNT,
+    clicks_40_ms_apart,
+    wrong_window_counts,
+)
+from tools import broker
+from tools.markers import MarkerMender
 
 pytestmark = pytest.mark.broker
 
@@ -47,6 +65,35 @@ def killed_midway(corpus: CorpusApp, input_topic: str, inputs: list, output: str
     finally:
         producing.join()
     return corpus.wait_for_output(output, lambda found: inputs_in(found) >= len(inputs), WAIT_S, "all of it done")
+
+
+def broker_restarted_midway(corpus: CorpusApp, kafka: Settings, input_topic: str, inputs: list,
+                            output: str) -> list[Any]:
+    """Produce ``inputs`` to ``corpus``'s worker at :data:`RATE`, kill the broker once a quarter have committed
+    outputs and start it again; the committed outputs once there is one per input.
+
+    From the restart on, the markers a Kafka 4.4.0 broker can lose are written as an operator would
+    (:class:`tools.markers.MarkerMender`), each reported as a warning."""
+    corpus.start()
+    corpus.wait_ready()
+    producing = threading.Thread(target=corpus.produce, args=(input_topic, inputs, RATE))
+    producing.start()
+    mender = None
+    try:
+        corpus.wait_for_output(output, lambda found: len(found) >= len(inputs) // 4, WAIT_S, "a quarter done")
+        broker.kill(kafka)
+        broker.ensure_running(kafka)
+        restarted_admin = admin(kafka)
+        mender = MarkerMender(dataclasses.replace(kafka, topic_prefix=corpus.topic_prefix, app_id=corpus.app_id),
+                              lambda: restarted_admin, time.monotonic())
+        mender.start()
+        return corpus.wait_for_output(output, lambda found: len(found) >= len(inputs), WAIT_S, "all of it done")
+    finally:
+        producing.join()
+        if mender is not None:
+            mender.stop(last_check=False)
+            for line in mender.written:
+                warnings.warn(BrokerLostMarkers(line))
 
 
 def zombie_midway(corpus: CorpusApp, input_topic: str, inputs: list, output: str) -> list[Any]:
@@ -101,6 +148,15 @@ def test_a_word_count_whose_worker_turns_zombie_in_the_middle_of_its_repartition
     assert_counted_once(words, updates)
 
 
+def test_a_word_count_whose_broker_restarts_in_the_middle_of_its_repartition_counts_every_word_once(
+        kafka, tmp_path):
+    corpus = CorpusApp(kafka, tmp_path, "group-by-broker", WORD_COUNT, ["words", "counts"])
+    words, inputs = word_inputs()
+    updates = broker_restarted_midway(corpus, kafka, "words", inputs, "counts")
+    assert corpus.stop() == 0
+    assert_counted_once(words, updates)
+
+
 def test_an_agent_taking_values_a_hundred_at_a_time_killed_midway_sees_each_once(kafka, tmp_path):
     corpus = CorpusApp(kafka, tmp_path, "take-kill", TAKE, ["numbers", "sums"])
     inputs = [(b"%d" % n, json.dumps({"n": n}).encode(), None) for n in range(INPUTS)]
@@ -108,3 +164,46 @@ def test_an_agent_taking_values_a_hundred_at_a_time_killed_midway_sees_each_once
     assert corpus.stop() == 0
 
     assert sorted(n for s in sums for n in s["numbers"]) == list(range(INPUTS))
+
+
+def test_windowed_counts_relative_to_the_stream_killed_midway_are_exact_at_every_event(kafka, tmp_path):
+    corpus = CorpusApp(kafka, tmp_path, "windows-kill", WINDOWED_COUNT, ["clicks", "counts"])
+    clicks = clicks_40_ms_apart(INPUTS)
+    inputs = [(page.encode(), json.dumps({"id": i}).encode(), ts) for i, (page, ts) in enumerate(clicks)]
+    updates = killed_midway(corpus, "clicks", inputs, "counts", len)
+    assert corpus.stop() == 0
+
+    assert sorted(update["id"] for update in updates) == list(range(INPUTS))
+    assert wrong_window_counts(updates) == []  # the windowed tables restored exactly
+
+
+def test_a_timer_reporting_a_table_killed_midway_ends_at_the_exact_totals(kafka, tmp_path):
+    corpus = CorpusApp(kafka, tmp_path, "timer-kill", TIMER, ["sales", "report"])
+    sales = [(f"s{i % 4}", 1 + i % 50) for i in range(INPUTS)]
+    expected = collections.Counter()
+    for shop, cents in sales:
+        expected[shop] += cents
+    cents_per_sale = sum(expected.values()) / INPUTS
+
+    def sales_in(reports: list) -> int:
+        """About how many sales the largest report stands for."""
+        return round(max((sum(r["totals"].values()) for r in reports), default=0) / cents_per_sale)
+
+    inputs = [(shop.encode(), json.dumps({"cents": cents}).encode(), None) for shop, cents in sales]
+    reports = killed_midway(corpus, "sales", inputs, "report", sales_in)
+    assert corpus.stop() == 0
+
+    assert reports[-1]["totals"] == expected  # nothing counted twice, nothing lost
+    assert all(r["totals"].get(shop, 0) <= total for r in reports for shop, total in expected.items())
+
+
+def test_filter_and_echo_killed_midway_send_each_value_once(kafka, tmp_path):
+    corpus = CorpusApp(kafka, tmp_path, "filter-kill", FILTER_ECHO, ["numbers", "copies", "evens"])
+    inputs = [(b"%d" % n, json.dumps({"n": n}).encode(), None) for n in range(INPUTS)]
+    evens = killed_midway(corpus, "numbers", inputs, "evens", lambda found: 2 * len(found))
+    copies = corpus.committed("copies")
+    assert corpus.stop() == 0
+
+    assert sorted(e["n"] for e in evens) == list(range(0, INPUTS, 2))
+    assert sorted(c["n"] for c in copies) == list(range(0, INPUTS, 2))
+    # enumerate counts from 0 again in the restarted worker: its indexes are not checked across the kill

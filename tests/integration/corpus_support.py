@@ -58,7 +58,9 @@ class CorpusApp:
         self.body = body
         suffix = uuid.uuid4().hex[:6]
         self.app_id = f"corpus-{name}-{suffix}"
-        self.topics = {topic: f"corpus-{name}-{topic}-{suffix}" for topic in topics}
+        #: what the app's own topics' names start with (those Faust makes for it start with its id)
+        self.topic_prefix = f"corpus-{name}-"
+        self.topics = {topic: f"{self.topic_prefix}{topic}-{suffix}" for topic in topics}
         client = admin(kafka)  # kept until the topics exist: its futures fail once it is collected
         futures = client.create_topics(
             [NewTopic(t, num_partitions=PARTITIONS, replication_factor=1) for t in self.topics.values()])
