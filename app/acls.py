@@ -1,6 +1,6 @@
 """The ACLs a worker's principal needs, and the check a worker makes of them before it starts.
 
-:func:`required` lists them (``faust -A app acls`` prints the list, the README
+:func:`required` lists them (``faust -A app acls`` prints the list, docs/operations.md
 shows it, the ACL test grants exactly it). :func:`missing` asks the cluster
 which of them this client lacks, one line each, naming the permission:
 
@@ -206,4 +206,4 @@ def missing(settings: Settings, admin: AdminClient, changelogs: list[str]) -> li
 def lacks(who: str, permission: Permission) -> str:
     """The line for a permission ``who`` lacks."""
     return (f"{who} lacks the ACL {permission} ({permission.why}): grant it "
-            "(README, ACLs; `faust -A app acls` lists them all)")
+            "(docs/operations.md, ACLs; `faust -A app acls` lists them all)")

@@ -46,7 +46,7 @@ async def produce(self, count: int, rate: float, seed: int, merchants: int, cust
 @app.command(
     option("--wait", default=0.0, show_default=True, help="Re-check for up to this many seconds while outputs catch up."),
     option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Write the full report here."),
-    option("--follow", is_flag=True, help="Check continuously from a saved watermark, never ending (see README)."),
+    option("--follow", is_flag=True, help="Check continuously from a saved watermark, never ending (see docs/tools.md)."),
     option("--check-seconds", default=10.0, show_default=True, help="With --follow: seconds between rounds."),
     option("--state", "state_path", default=None, type=click.Path(dir_okay=False),
            help="With --follow: where the watermark and state are saved; default <DATA_DIR>/../reconcile-follow/<APP_ID>.json."),

@@ -32,13 +32,13 @@ app = faust.App(
     topic_replication_factor=settings.replication_factor,
     topic_disable_leader=True,
     # 0 by default: a standby saves seconds per million keys at a takeover, for twice the
-    # disk and changelog reads (README, Standby replicas)
+    # disk and changelog reads (docs/operations.md, Standby replicas)
     table_standby_replicas=settings.standby_replicas,
     broker_session_timeout=settings.session_timeout_s,
     broker_heartbeat_interval=max(settings.session_timeout_s / 10, 0.5),
     web_port=settings.web_port,
     web_host=settings.web_host,
-    web_bind=settings.web_bind,  # localhost unless told otherwise (README, Operating a worker)
+    web_bind=settings.web_bind,  # localhost unless told otherwise (docs/operations.md)
     web_tables_enabled=False,  # Faust's /table/ views would serve every table whole, dedup ids included
     Worker=Worker,  # checks the settings against the cluster before a worker starts
 )

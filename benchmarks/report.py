@@ -278,7 +278,7 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     yield from warm_up_lines(results)
     yield (f"* Pipeline settings: transaction timeout {meta['pipeline_settings']['transaction_timeout_ms']}, "
            f"session timeout {meta['pipeline_settings']['session_timeout_s']:g} s, everything else the defaults "
-           "(README, Configuration).")
+           "(docs/configuration.md).")
     yield ""
     yield "## Method"
     yield ""

@@ -1,8 +1,8 @@
 """Commit and abort markers a broker lost: found in its transaction log, and written again.
 
 A transaction ends when its coordinator writes a marker on each of its
-partitions. Kafka 4.4.0 can skip them around a restart (README, Known
-limitations): the coordinator has finished the transaction, yet its partitions
+partitions. Kafka 4.4.0 can skip them around a restart (docs/limitations.md):
+the coordinator has finished the transaction, yet its partitions
 still hold it open, their last stable offset (LSO) stays behind it for good, and
 a ``read_committed`` reader, or a worker restoring a table from such a
 changelog, waits for ever. Aborting it would throw away what the coordinator

@@ -88,7 +88,7 @@ def format_storage(java: str, settings: Settings, layout: Layout) -> None:
     if int(layout.version.split(".")[0]) >= 4:
         # Kafka 4.x formats with transaction.version=2 by default. Under it, a broker restarted
         # after SIGTERM left committed transactions without their commit markers, in about one
-        # broker-term fault run in four here (README, Known limitations); with 1, none in six.
+        # broker-term fault run in four here (docs/limitations.md); with 1, none in six.
         arguments += ["--feature", "transaction.version=1"]
     command = java_command(java, layout, "256M", "kafka.tools.StorageTool", "format", *arguments)
     result = subprocess.run(command, capture_output=True, text=True, cwd=layout.home)

@@ -120,7 +120,7 @@ class FaultRun:
             "group.id": self.settings.app_id,
             "enable.auto.commit": False,
             # not a stable read: it only times recoveries, and Kafka 4.4 can leave a committed transaction's
-            # offset commit pending for good (README, known limitations), where a stable read waits for ever
+            # offset commit pending for good (docs/limitations.md), where a stable read waits for ever
             "isolation.level": "read_uncommitted",
             "logger": CLIENT_LOG,
         })
@@ -284,8 +284,8 @@ class FaultRun:
             raise CoordinatorGone(
                 "the broker answered NOT_COORDINATOR to every read of the group's committed offsets for 120 s: "
                 "its group coordinator has most likely failed for good until the broker restarts (Kafka 4.4.0 "
-                "does so after a SIGKILL restart, seen on brokers holding earlier runs' groups: README, "
-                "\"Proving it\"); wipe the broker (python -m tools.broker wipe) and run again") from exc
+                "does so after a SIGKILL restart, seen on brokers holding earlier runs' groups: "
+                "docs/limitations.md); wipe the broker (python -m tools.broker wipe) and run again") from exc
         return {(tp.topic, tp.partition): tp.offset for tp in committed}
 
     def _time_to_progress(self, tps: list[tuple[str, int]], before: dict, since: float, every: bool = False) -> float:

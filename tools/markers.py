@@ -1,7 +1,7 @@
 """The fault harness as the operator after a broker restart: it writes the markers the broker lost.
 
 Kafka 4.4.0 can finish a transaction after a restart without writing its markers
-on some partitions (README, Known limitations); those partitions then hold it
+on some partitions (docs/limitations.md); those partitions then hold it
 open for good, and the pipeline waits behind them. An operator mends that with
 ``faust -A app lost-markers --write``; :class:`MarkerMender` does the same during a
 fault run, from the first broker restart on, and keeps what it wrote for the

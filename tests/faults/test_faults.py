@@ -1,6 +1,6 @@
 """Exactly-once under failures, on the real broker: each fault type once (the short matrix).
 
-The long matrix is a command, not a test: see README, "Proving it: the fault harness".
+The long matrix is a command, not a test: see docs/fault-harness.md.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ SHORT = dict(workers=3, partitions=6, rate=150.0, duration_s=30.0)
 
 
 class BrokerLostMarkers(UserWarning):
-    """The broker lost a transaction's markers and the harness wrote them (README, Known limitations)."""
+    """The broker lost a transaction's markers and the harness wrote them (docs/limitations.md)."""
 
 
 def execute(plan: Plan, guarantee: str, tmp_path: Path) -> Outcome:

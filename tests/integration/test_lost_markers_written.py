@@ -2,7 +2,7 @@
 partition ends the transaction there as decided, and a transaction its coordinator still has open is
 never taken for one whose markers were lost.
 
-The broker's own loss (Kafka 4.4.0, around a restart: README, Known limitations) cannot be made to
+The broker's own loss (Kafka 4.4.0, around a restart: docs/limitations.md) cannot be made to
 happen on demand; the fault matrix meets it, and its harness writes the markers (tools.markers).
 """
 from __future__ import annotations
