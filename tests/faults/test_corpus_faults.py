@@ -16,15 +16,12 @@ import collections
 import dataclasses
 import json
 import threading
-import time
-import warnings
 from typing import Any, Callable
 
 import pytest
 
-from app.kafka import admin
 from config import Settings
-from tests.faults.test_faults import BrokerLostMarkers
+from tests.faults.broker_restarts import broker_restarted
 from tests.integration.corpus_support import CorpusApp
 from tests.integration.test_corpus import (
     FILTER_ECHO,
@@ -35,8 +32,6 @@ from tests.integration.test_corpus import (
     clicks_40_ms_apart,
     wrong_window_counts,
 )
-from tools import broker
-from tools.markers import MarkerMender
 
 pytestmark = pytest.mark.broker
 
@@ -70,30 +65,17 @@ def killed_midway(corpus: CorpusApp, input_topic: str, inputs: list, output: str
 def broker_restarted_midway(corpus: CorpusApp, kafka: Settings, input_topic: str, inputs: list,
                             output: str) -> list[Any]:
     """Produce ``inputs`` to ``corpus``'s worker at :data:`RATE`, kill the broker once a quarter have committed
-    outputs and start it again; the committed outputs once there is one per input.
-
-    From the restart on, the markers a Kafka 4.4.0 broker can lose are written as an operator would
-    (:class:`tools.markers.MarkerMender`), each reported as a warning."""
+    outputs and start it again (:func:`broker_restarted`); the committed outputs once there is one per input."""
     corpus.start()
     corpus.wait_ready()
     producing = threading.Thread(target=corpus.produce, args=(input_topic, inputs, RATE))
     producing.start()
-    mender = None
     try:
         corpus.wait_for_output(output, lambda found: len(found) >= len(inputs) // 4, WAIT_S, "a quarter done")
-        broker.kill(kafka)
-        broker.ensure_running(kafka)
-        restarted_admin = admin(kafka)
-        mender = MarkerMender(dataclasses.replace(kafka, topic_prefix=corpus.topic_prefix, app_id=corpus.app_id),
-                              lambda: restarted_admin, time.monotonic())
-        mender.start()
-        return corpus.wait_for_output(output, lambda found: len(found) >= len(inputs), WAIT_S, "all of it done")
+        with broker_restarted(dataclasses.replace(kafka, topic_prefix=corpus.topic_prefix, app_id=corpus.app_id)):
+            return corpus.wait_for_output(output, lambda found: len(found) >= len(inputs), WAIT_S, "all of it done")
     finally:
         producing.join()
-        if mender is not None:
-            mender.stop(last_check=False)
-            for line in mender.written:
-                warnings.warn(BrokerLostMarkers(line))
 
 
 def zombie_midway(corpus: CorpusApp, input_topic: str, inputs: list, output: str) -> list[Any]:

@@ -12,18 +12,14 @@ merchant's total against the committed input.
 """
 from __future__ import annotations
 
+import contextlib
 import signal
-import time
-import warnings
 
 import pytest
 
-from app.kafka import admin
 from app.loadgen import LoadSpec
 from benchmarks.measure import OutputWatcher
-from tests.faults.test_faults import BrokerLostMarkers
-from tools import broker
-from tools.markers import MarkerMender
+from tests.faults.broker_restarts import broker_restarted
 
 pytestmark = pytest.mark.broker
 
@@ -38,38 +34,30 @@ def drain_through(run, fault: str) -> int:
     valid = load.by_kind["valid"]
     watcher = OutputWatcher(run.settings, run.settings.totals_topic)
     watcher.start()
-    mender = None
     try:
-        first, _ = run.add_worker(APP), run.add_worker(APP)
-        watcher.wait_for_seed(41, valid // 4, WAIT_S)
-        if fault == "kill":
-            first.kill()
-            first.start()
-        elif fault == "rebalance":
-            third = run.add_worker(APP)
-            watcher.wait_for_seed(41, valid // 2, WAIT_S)
-            assert first.stop() == 0
-            run.workers.remove(first)
-            assert third.alive()
-        elif fault == "zombie":
-            first.signal(signal.SIGSTOP)
-            try:  # three quarters need some of its partitions: the group gave them to the other worker
-                watcher.wait_for_seed(41, valid * 3 // 4, WAIT_S)
-            finally:
-                first.signal(signal.SIGCONT)  # it wakes with work of a generation that has passed
-        else:
-            broker.kill(run.settings)
-            broker.ensure_running(run.settings)
-            restarted_admin = admin(run.settings)  # the harness's after a restart: one of the new broker's
-            mender = MarkerMender(run.settings, lambda: restarted_admin, time.monotonic())
-            mender.start()
-        watcher.wait_for_seed(41, valid, WAIT_S)
+        with contextlib.ExitStack() as restarted:
+            first, _ = run.add_worker(APP), run.add_worker(APP)
+            watcher.wait_for_seed(41, valid // 4, WAIT_S)
+            if fault == "kill":
+                first.kill()
+                first.start()
+            elif fault == "rebalance":
+                third = run.add_worker(APP)
+                watcher.wait_for_seed(41, valid // 2, WAIT_S)
+                assert first.stop() == 0
+                run.workers.remove(first)
+                assert third.alive()
+            elif fault == "zombie":
+                first.signal(signal.SIGSTOP)
+                try:  # three quarters need some of its partitions: the group gave them to the other worker
+                    watcher.wait_for_seed(41, valid * 3 // 4, WAIT_S)
+                finally:
+                    first.signal(signal.SIGCONT)  # it wakes with work of a generation that has passed
+            else:
+                restarted.enter_context(broker_restarted(run.settings))
+            watcher.wait_for_seed(41, valid, WAIT_S)
     finally:
         watcher.stop()
-        if mender is not None:
-            mender.stop(last_check=False)
-            for line in mender.written:
-                warnings.warn(BrokerLostMarkers(line))
     return valid
 
 
