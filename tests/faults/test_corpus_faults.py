@@ -13,10 +13,11 @@ every input counts exactly once.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import json
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager, Iterator
 
 import pytest
 
@@ -45,8 +46,27 @@ ZOMBIE_RATE = 500
 
 def killed_midway(corpus: CorpusApp, input_topic: str, inputs: list, output: str,
                   inputs_in: Callable[[list], int]) -> list[Any]:
-    """Produce ``inputs`` to ``corpus``'s worker at :data:`RATE`, kill the worker once a quarter of them have
-    committed outputs (``inputs_in(outputs)`` counts the inputs they stand for), start it again; its committed
+    """:func:`faulted_midway`, the fault a SIGKILL of the worker, started again at once."""
+    @contextlib.contextmanager
+    def killed() -> Iterator[None]:
+        corpus.kill()
+        corpus.start()
+        yield
+
+    return faulted_midway(corpus, input_topic, inputs, output, inputs_in, killed)
+
+
+def broker_restarted_midway(corpus: CorpusApp, kafka: Settings, input_topic: str, inputs: list,
+                            output: str) -> list[Any]:
+    """:func:`faulted_midway`, the fault the broker killed and started again (:func:`broker_restarted`)."""
+    on_its_topics = dataclasses.replace(kafka, topic_prefix=corpus.topic_prefix, app_id=corpus.app_id)
+    return faulted_midway(corpus, input_topic, inputs, output, len, lambda: broker_restarted(on_its_topics))
+
+
+def faulted_midway(corpus: CorpusApp, input_topic: str, inputs: list, output: str,
+                   inputs_in: Callable[[list], int], fault: Callable[[], ContextManager[None]]) -> list[Any]:
+    """Produce ``inputs`` to ``corpus``'s worker at :data:`RATE`; once a quarter of them have committed outputs
+    (``inputs_in(outputs)`` counts the inputs they stand for), enter ``fault()``; inside it, the committed
     outputs once they stand for every input."""
     corpus.start()
     corpus.wait_ready()
@@ -54,26 +74,10 @@ def killed_midway(corpus: CorpusApp, input_topic: str, inputs: list, output: str
     producing.start()
     try:
         corpus.wait_for_output(output, lambda found: inputs_in(found) >= len(inputs) // 4, WAIT_S, "a quarter done")
-        corpus.kill()
-        assert producing.is_alive(), "the input was all produced before the kill: nothing arrived meanwhile"
-        corpus.start()
-    finally:
-        producing.join()
-    return corpus.wait_for_output(output, lambda found: inputs_in(found) >= len(inputs), WAIT_S, "all of it done")
-
-
-def broker_restarted_midway(corpus: CorpusApp, kafka: Settings, input_topic: str, inputs: list,
-                            output: str) -> list[Any]:
-    """Produce ``inputs`` to ``corpus``'s worker at :data:`RATE`, kill the broker once a quarter have committed
-    outputs and start it again (:func:`broker_restarted`); the committed outputs once there is one per input."""
-    corpus.start()
-    corpus.wait_ready()
-    producing = threading.Thread(target=corpus.produce, args=(input_topic, inputs, RATE))
-    producing.start()
-    try:
-        corpus.wait_for_output(output, lambda found: len(found) >= len(inputs) // 4, WAIT_S, "a quarter done")
-        with broker_restarted(dataclasses.replace(kafka, topic_prefix=corpus.topic_prefix, app_id=corpus.app_id)):
-            return corpus.wait_for_output(output, lambda found: len(found) >= len(inputs), WAIT_S, "all of it done")
+        assert producing.is_alive(), "the input was all produced before the fault: nothing arrived meanwhile"
+        with fault():
+            return corpus.wait_for_output(output, lambda found: inputs_in(found) >= len(inputs), WAIT_S,
+                                          "all of it done")
     finally:
         producing.join()
 
