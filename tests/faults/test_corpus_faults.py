@@ -117,28 +117,20 @@ def assert_counted_once(words: list[str], updates: list[Any]) -> None:
     assert {w: c for w, c in by_word.items() if c != list(range(1, len(c) + 1))} == {}  # counts restored exactly
 
 
-def test_a_word_count_killed_in_the_middle_of_its_repartition_counts_every_word_once(kafka, tmp_path):
-    corpus = CorpusApp(kafka, tmp_path, "group-by-kill", WORD_COUNT, ["words", "counts"])
+#: each fault the word count goes through, in the middle of its repartition: its committed outputs after it
+WORD_COUNT_FAULTS: dict[str, Callable[[CorpusApp, Settings, list], list[Any]]] = {
+    "kill": lambda corpus, kafka, inputs: killed_midway(corpus, "words", inputs, "counts", len),
+    "zombie": lambda corpus, kafka, inputs: zombie_midway(corpus, "words", inputs, "counts"),
+    "broker-restart": lambda corpus, kafka, inputs: broker_restarted_midway(corpus, kafka, "words", inputs, "counts"),
+}
+
+
+@pytest.mark.parametrize("fault", list(WORD_COUNT_FAULTS))
+def test_a_word_count_through_a_fault_in_the_middle_of_its_repartition_counts_every_word_once(
+        kafka, tmp_path, fault):
+    corpus = CorpusApp(kafka, tmp_path, f"group-by-{fault}", WORD_COUNT, ["words", "counts"])
     words, inputs = word_inputs()
-    updates = killed_midway(corpus, "words", inputs, "counts", len)
-    assert corpus.stop() == 0
-    assert_counted_once(words, updates)
-
-
-def test_a_word_count_whose_worker_turns_zombie_in_the_middle_of_its_repartition_counts_every_word_once(
-        kafka, tmp_path):
-    corpus = CorpusApp(kafka, tmp_path, "group-by-zombie", WORD_COUNT, ["words", "counts"])
-    words, inputs = word_inputs()
-    updates = zombie_midway(corpus, "words", inputs, "counts")
-    assert corpus.stop() == 0
-    assert_counted_once(words, updates)
-
-
-def test_a_word_count_whose_broker_restarts_in_the_middle_of_its_repartition_counts_every_word_once(
-        kafka, tmp_path):
-    corpus = CorpusApp(kafka, tmp_path, "group-by-broker", WORD_COUNT, ["words", "counts"])
-    words, inputs = word_inputs()
-    updates = broker_restarted_midway(corpus, kafka, "words", inputs, "counts")
+    updates = WORD_COUNT_FAULTS[fault](corpus, kafka, inputs)
     assert corpus.stop() == 0
     assert_counted_once(words, updates)
 
