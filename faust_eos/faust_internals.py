@@ -28,9 +28,10 @@ Private names used, and why:
 * ``Consumer._thread``, with its ``_ensure_consumer()``, ``thread_loop`` and
   ``call_thread``: the aiokafka consumer and the thread it runs on.
 * aiokafka's ``AIOKafkaConsumer._coordinator`` (``request_rejoin``, ``generation``,
-  ``member_id``) and ``AIOKafkaConsumer._client`` (``force_metadata_update``): asking
-  for a rebalance, the worker's membership of the group its transactions' offsets
-  are checked against, and fresh metadata.
+  ``member_id``, ``_metadata_snapshot``) and ``AIOKafkaConsumer._client``
+  (``force_metadata_update``): asking for a rebalance, the worker's membership of the
+  group its transactions' offsets are checked against, the subscribed topics the
+  consumer's metadata lacks, and fresh metadata.
 * ``Consumer._new_consumer_thread`` and ``AIOKafkaConsumerThread._create_worker_consumer``
   (:class:`ConsumerThreadHooks`), with aiokafka's ``AIOKafkaConsumer._fetch_max_wait_ms``
   and ``_fetch_min_bytes``: the worker's aiokafka consumer built with the fetch wait and
@@ -206,6 +207,11 @@ class ConsumerHooks(faust_aiokafka.Consumer):
         """Ask the broker for fresh topic metadata soon."""
         client = self.aiokafka_consumer()._client
         self._thread.thread_loop.call_soon_threadsafe(client.force_metadata_update)
+
+    def topics_missing_from_metadata(self) -> list[str]:
+        """The group's subscribed topics that the consumer's last metadata gave no partitions."""
+        snapshot = self.aiokafka_consumer()._coordinator._metadata_snapshot
+        return sorted(topic for topic, partitions in snapshot.items() if not partitions)
 
 
 class ConsumerThreadHooks(faust_aiokafka.AIOKafkaConsumerThread):

@@ -9,7 +9,7 @@ wrong; :class:`RecoveryReads` answers them, and the worker's consumer
 from __future__ import annotations
 
 import logging
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Set
 
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import KafkaException
@@ -21,8 +21,41 @@ from faust_eos.faust_internals import ConsumerHooks
 log = logging.getLogger(__name__)
 
 
+#: the first and the longest wait between asks for the metadata of subscribed topics it lacks
+METADATA_RETRY_S = (1.0, 10.0)
+
+
 class RecoveryReads(ConsumerHooks):
     """Faust's consumer, answering its table recovery right under transactions and broker restarts."""
+
+    _asking_for_missing_topics = False
+
+    async def on_partitions_assigned(self, assigned: Set[TP], generation_id: int = 0) -> None:
+        # A topic created a moment before the worker started (its input, or the changelog,
+        # repartition and leader topics Faust creates at start) can be missing from the
+        # consumer's first metadata. The group then assigns none of its partitions, and the
+        # consumer would not ask again for minutes (its metadata age). Asked again until
+        # the topics appear; the consumer then rebalances the group by itself.
+        await super().on_partitions_assigned(assigned, generation_id)
+        if not self._asking_for_missing_topics and self.topics_missing_from_metadata():
+            self._asking_for_missing_topics = True
+            self.add_future(self._ask_until_topics_known())
+
+    async def _ask_until_topics_known(self) -> None:
+        wait_s, longest_s = METADATA_RETRY_S
+        try:
+            missing = self.topics_missing_from_metadata()
+            log.warning("The broker's metadata lacks %s, so the group assigned none of their partitions; "
+                        "asking again until it has them", ", ".join(missing))
+            while missing and not self.should_stop:
+                self.refresh_metadata()
+                await self.sleep(wait_s)
+                wait_s = min(wait_s * 2, longest_s)
+                missing = self.topics_missing_from_metadata()
+            if not missing:
+                log.info("The broker's metadata has every subscribed topic now")
+        finally:
+            self._asking_for_missing_topics = False
 
     async def highwaters(self, *partitions: TP) -> Mapping[TP, int]:
         # Faust's recovery asks where each changelog ends and takes a partition as

@@ -52,7 +52,9 @@ class CorpusApp:
     directory and web port.
     """
 
-    def __init__(self, kafka: Settings, tmp_path: Path, name: str, body: str, topics: Iterable[str]) -> None:
+    def __init__(self, kafka: Settings, tmp_path: Path, name: str, body: str, topics: Iterable[str],
+                 created_later: Iterable[str] = ()) -> None:
+        """Creates the app's ``topics`` but those ``created_later`` (by :meth:`create_topics`)."""
         self.kafka = kafka
         self.dir = tmp_path
         self.body = body
@@ -61,12 +63,15 @@ class CorpusApp:
         #: what the app's own topics' names start with (those Faust makes for it start with its id)
         self.topic_prefix = f"corpus-{name}-"
         self.topics = {topic: f"{self.topic_prefix}{topic}-{suffix}" for topic in topics}
-        client = admin(kafka)  # kept until the topics exist: its futures fail once it is collected
+        self.create_topics(*(topic for topic in self.topics if topic not in set(created_later)))
+        self.workers: dict[int, subprocess.Popen] = {}
+
+    def create_topics(self, *topics: str) -> None:
+        client = admin(self.kafka)  # kept until the topics exist: its futures fail once it is collected
         futures = client.create_topics(
-            [NewTopic(t, num_partitions=PARTITIONS, replication_factor=1) for t in self.topics.values()])
+            [NewTopic(self.topics[t], num_partitions=PARTITIONS, replication_factor=1) for t in topics])
         for future in futures.values():
             future.result(30)
-        self.workers: dict[int, subprocess.Popen] = {}
 
     def worker_dir(self, index: int) -> Path:
         return self.dir if index == 0 else self.dir / f"worker-{index}"

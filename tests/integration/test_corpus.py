@@ -24,6 +24,7 @@ pytestmark = pytest.mark.broker
 
 WAIT_S = 300  # generous: the machine is shared; this bounds a stall, it is not a timing check
 BACKLOG = 100_000  # inputs waiting for an app's worker before it starts
+LATE_TOPIC_WAIT_S = 120  # well below the consumer's metadata age (300 s); bounds a stall, not a timing check
 
 WORD_COUNT = '''
 class Word(faust.Record, serializer="json"):
@@ -75,6 +76,22 @@ def test_a_word_count_drains_a_backlog_of_a_hundred_thousand_words_counting_each
     for update in updates:
         final[update["word"]] = max(final.get(update["word"], 0), update["count"])
     assert final == dict(collections.Counter(words))
+
+
+def test_a_word_count_started_before_its_input_topic_exists_counts_the_words_once_the_topic_is_created(
+        kafka, tmp_path):
+    corpus = CorpusApp(kafka, tmp_path, "group-by-late", WORD_COUNT, ["words", "counts"], created_later=["words"])
+    corpus.start()
+    corpus.wait_ready()  # with none of the input's partitions: the group found no such topic
+    corpus.create_topics("words")
+    words = [f"w{i % 5}" for i in range(500)]
+    corpus.produce("words", ((b"%d" % n, json.dumps({"word": w, "n": n}).encode(), None) for n, w in enumerate(words)))
+    # The worker would otherwise learn of the topic only when its metadata grows old: after 300 s
+    updates = corpus.wait_for_output("counts", lambda found: len(found) >= len(words), LATE_TOPIC_WAIT_S,
+                                     "every word counted")
+    assert corpus.stop() == 0
+    assert sorted(update["n"] for update in updates) == list(range(len(words)))
+    assert "asking again until it has them" in corpus.log.read_text()
 
 
 WINDOWED_COUNT = '''
