@@ -24,7 +24,9 @@ Private names used, and why:
 * ``Consumer._committed_offset``: the offsets Faust believes committed
   (:func:`committed_offsets`).
 * ``Consumer._acked`` and ``Consumer._acked_index``: Faust's acknowledgement lists,
-  kept short when they decide nothing (:func:`forget_acks_below`).
+  kept short when they decide nothing (:func:`forget_acks_below`); and
+  ``Consumer._n_acked``, ``_unacked_messages`` and ``_waiting_for_ack``: what the
+  consumer must still learn of a record acknowledged without them (:func:`acknowledged`).
 * ``Consumer._thread``, with its ``_ensure_consumer()``, ``thread_loop`` and
   ``call_thread``: the aiokafka consumer and the thread it runs on.
 * aiokafka's ``AIOKafkaConsumer._coordinator`` (``request_rejoin``, ``generation``,
@@ -88,6 +90,7 @@ from faust.types import TP
 from faust.types.models import ModelT
 from faust.utils import json as faust_json
 from mode import Service
+from mode.utils.futures import notify
 
 #: the releases faust-eos was tested with; any other is refused at start
 TESTED_VERSIONS = {"faust-streaming": "0.15.3", "aiokafka": "0.14.0"}
@@ -302,6 +305,14 @@ def compile_decode(topic: Any) -> None:
 def committed_offsets(consumer: Any) -> MutableMapping[TP, Optional[int]]:
     """The offsets Faust recorded as committed, per partition (it records them after each commit round)."""
     return consumer._committed_offset
+
+
+def acknowledged(consumer: Any, message: Any) -> None:
+    """What Faust's consumer must learn of a message acknowledged without its ack lists: it counts
+    towards ``broker_commit_every``, and a worker waiting for its streams to finish waits no more for it."""
+    consumer._n_acked += 1
+    consumer._unacked_messages.discard(message)
+    notify(consumer._waiting_for_ack)
 
 
 def forget_acks_below(consumer: Any, tp: TP, offset: int) -> None:

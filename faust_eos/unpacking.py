@@ -28,6 +28,7 @@ from faust.exceptions import DecodeError
 from faust.types.tuples import ConsumerMessage
 from mode.utils.queues import ThrowableQueue
 
+from faust_eos import faust_internals
 from faust_eos.batches import Batch, log_undecodable
 
 
@@ -91,6 +92,18 @@ class RecordMessage(ConsumerMessage):
 
     progress: Optional[BatchProgress] = None
     _done = False
+
+    def ack(self, consumer: Any, n: int = 1) -> bool:
+        # Faust's own ack also files each record's offset in the consumer's ack lists,
+        # which decide nothing for a record of a batch (its batch's progress does)
+        if self._done:
+            return False
+        self.refcount = max(self.refcount - n, 0)
+        if self.refcount:
+            return False
+        self.acked = True
+        faust_internals.acknowledged(consumer, self)
+        return True
 
     @property  # type: ignore[override]
     def acked(self) -> bool:

@@ -90,6 +90,26 @@ def test_the_batch_is_acknowledged_once_every_one_of_its_records_is_however_each
     asyncio.run(scenario())
 
 
+def test_an_acknowledged_record_is_no_longer_waited_for_and_counts_towards_commit_every():
+    async def scenario() -> None:
+        app = started_worker()
+        consumer = app.consumer
+        topic = app.topic("payments", key_type=str, value_type=Payment)
+        event = await batch_event(app, topic, b'{"merchant": "m", "cents": 1}')
+        topic.queue.put_nowait(event)
+        record_event = topic.queue.get_nowait()
+        consumer.track_message(record_event.message)  # as a stream does when it takes the event
+        assert record_event.message in consumer._unacked_messages
+        assert record_event.ack() is True  # each channel has records of its own: its stream's ack is the last
+        assert record_event.message not in consumer._unacked_messages  # a hand-over waits no more for it
+        assert consumer._n_acked == 1  # Faust's broker_commit_every counts it
+        assert list(consumer._acked[PAYMENTS]) == []  # its batch's progress decides the commit, not these
+        assert event.message.acked
+        assert record_event.ack() is False  # once only
+
+    asyncio.run(scenario())
+
+
 def test_a_record_that_cannot_be_decoded_is_logged_and_skipped_and_does_not_hold_its_batch_back(caplog):
     async def scenario() -> None:
         app = started_worker()
