@@ -117,7 +117,7 @@ class Topic(TopicHooks):
         """Faust's decoding, but for a batch to unpack: its event's value is the batch (its queue unpacks it)."""
         if not self.unpacks_batches():
             return faust_decode
-        create_event = self.app.create_event
+        create_event = _event_maker(self.app)
 
         async def decode(message: Any, *, propagate: bool = False) -> Any:
             if isinstance(message.value, Batch):
@@ -128,7 +128,7 @@ class Topic(TopicHooks):
     def _record_decoder(self) -> Decode:
         """What decodes a record of a batch into the event Faust's own decoding would make of it."""
         app, schema = self.app, self.schema
-        create_event, allow_empty = app.create_event, schema.allow_empty
+        create_event, allow_empty = _event_maker(app), schema.allow_empty
         if _decodes_as_faust_schema(schema):
             codecs = self.codecs()
             loads_key = codecs.key_loader(schema.key_type, schema.key_serializer)
@@ -282,3 +282,11 @@ def _report(sensors: Any, producer: Any, state: Any, done: Any) -> None:
         sensors.on_send_error(producer, done.exception(), state)
     else:
         sensors.on_send_completed(producer, state, done.result())
+
+
+def _event_maker(app: Any) -> Callable[[Any, Any, Any, Any], Any]:
+    """``app.create_event``, without its lookup of the app's ``Event`` setting per event unless the app
+    makes its events itself."""
+    if type(app).create_event is not faust.App.create_event:
+        return app.create_event
+    return partial(app.conf.Event, app)

@@ -90,6 +90,37 @@ def test_the_batch_is_acknowledged_once_every_one_of_its_records_is_however_each
     asyncio.run(scenario())
 
 
+class AuditedEvent(faust.Event):
+    """An app's own event class (Faust's ``Event`` setting)."""
+
+
+def test_records_become_events_of_the_app_s_own_event_class():
+    async def scenario() -> None:
+        app = worker_app(Event=AuditedEvent)
+        assert app.consumer is not None
+        topic = app.topic("payments", key_type=str, value_type=Payment)
+        topic.queue.put_nowait(await batch_event(app, topic, b'{"merchant": "m", "cents": 1}'))
+        assert type(topic.queue.get_nowait()) is AuditedEvent
+
+    asyncio.run(scenario())
+
+
+def test_records_become_events_made_by_the_app_s_own_create_event():
+    class AuditingApp(faust.App):
+        def create_event(self, key: Any, value: Any, headers: Any, message: Any) -> Any:
+            return AuditedEvent(self, key, value, headers, message)
+
+    async def scenario() -> None:
+        app = AuditingApp("contract", broker="eos://localhost:9092", processing_guarantee="exactly_once")
+        app.in_worker = True
+        assert app.consumer is not None
+        topic = app.topic("payments", key_type=str, value_type=Payment)
+        topic.queue.put_nowait(await batch_event(app, topic, b'{"merchant": "m", "cents": 1}'))
+        assert type(topic.queue.get_nowait()) is AuditedEvent
+
+    asyncio.run(scenario())
+
+
 def test_an_acknowledged_record_is_no_longer_waited_for_and_counts_towards_commit_every():
     async def scenario() -> None:
         app = started_worker()
