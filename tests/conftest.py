@@ -14,6 +14,7 @@ os.environ.setdefault("BROKER_SECURED", "true")
 
 import config  # noqa: E402
 from tools import broker  # noqa: E402
+from tests.integration.corpus_support import kill_workers_left  # noqa: E402
 from tools.run import PipelineRun  # noqa: E402
 
 
@@ -26,6 +27,13 @@ def kafka() -> Iterator[config.Settings]:
     yield settings
     if started_here:
         broker.stop(settings)
+
+
+@pytest.fixture(autouse=True)
+def no_corpus_worker_left() -> Iterator[None]:
+    """A corpus test that fails before it stops its workers leaves none running."""
+    yield
+    kill_workers_left()
 
 
 @pytest.fixture

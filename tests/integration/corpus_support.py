@@ -44,6 +44,18 @@ app = faust.App(
 '''
 PARTITIONS = 3
 
+#: every app whose workers were started, so that a test that failed leaves none running (:func:`kill_workers_left`)
+_STARTED: list["CorpusApp"] = []
+
+
+def kill_workers_left() -> None:
+    """Kill the workers a test left running (it failed before it stopped them)."""
+    while _STARTED:
+        corpus = _STARTED.pop()
+        for index, worker in corpus.workers.items():
+            if worker.poll() is None:
+                corpus.kill(index)
+
 
 class CorpusApp:
     """One app of the corpus, its topics (named ``<name>-<topic>-<suffix>``) and its worker processes.
@@ -93,6 +105,8 @@ class CorpusApp:
                 (HEADER + self.body).format(app_id=self.app_id, bootstrap=self.kafka.bootstrap_servers,
                                             datadir=directory / "data", partitions=PARTITIONS, web_port=free_port(),
                                             **{f"{topic}_topic": full for topic, full in self.topics.items()}))
+        if self not in _STARTED:
+            _STARTED.append(self)
         with open(self.log_of(index), "ab") as out:
             self.workers[index] = subprocess.Popen(
                 [sys.executable, "-m", "faust", "-A", "corpus_app", "worker", "-l", "info"],
