@@ -19,9 +19,16 @@ missing Create on a pipeline topic as the refusal to create it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import (
-    AclBinding, AclOperation, AclPermissionType, AdminClient, ConfigResource, NewTopic, ResourcePatternType,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+    ResourcePatternType,
     ResourceType,
 )
 
@@ -57,7 +64,8 @@ class Permission:
         operation, kind = OPERATION_NAMES[self.operation], RESOURCE_NAMES[self.resource]
         if self.resource == ResourceType.BROKER:
             return f"{operation} on the cluster"
-        return f"{operation} on {kind}s prefixed {self.name!r}" if self.prefixed else f"{operation} on {kind} {self.name!r}"
+        return (f"{operation} on {kind}s prefixed {self.name!r}" if self.prefixed
+                else f"{operation} on {kind} {self.name!r}")
 
     def row(self) -> tuple[str, str, str, str, str]:
         """Resource type, pattern, name and operation as kafka-acls.sh spells them, and why."""

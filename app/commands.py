@@ -12,8 +12,7 @@ import click
 from faust.cli import option
 
 from app import acls as required_acls
-from app import app
-from app import loadgen
+from app import app, loadgen
 from app.follow import Follower, serve_metrics
 from app.preflight import exit_unless_reachable
 from app.reconcile import reconcile_until_settled, summary
@@ -36,7 +35,7 @@ async def produce(self, count: int, rate: float, seed: int, merchants: int, cust
         spec = loadgen.LoadSpec(count=count, rate=rate, seed=seed, merchants=merchants, customers=customers,
                                 duplicate_rate=duplicate_rate, bad_rate=bad_rate)
     except ValueError as exc:
-        raise click.UsageError(str(exc))
+        raise click.UsageError(str(exc)) from None
     exit_unless_reachable(settings)
     result = loadgen.produce(spec, settings)
     self.say(f"produced {result.produced:,} records in {result.elapsed_s:.1f} s ({result.rate:,.0f}/s): "
@@ -44,12 +43,15 @@ async def produce(self, count: int, rate: float, seed: int, merchants: int, cust
 
 
 @app.command(
-    option("--wait", default=0.0, show_default=True, help="Re-check for up to this many seconds while outputs catch up."),
+    option("--wait", default=0.0, show_default=True,
+           help="Re-check for up to this many seconds while outputs catch up."),
     option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Write the full report here."),
-    option("--follow", is_flag=True, help="Check continuously from a saved watermark, never ending (see docs/tools.md)."),
+    option("--follow", is_flag=True,
+           help="Check continuously from a saved watermark, never ending (see docs/tools.md)."),
     option("--check-seconds", default=10.0, show_default=True, help="With --follow: seconds between rounds."),
     option("--state", "state_path", default=None, type=click.Path(dir_okay=False),
-           help="With --follow: where the watermark and state are saved; default <DATA_DIR>/../reconcile-follow/<APP_ID>.json."),
+           help="With --follow: where the watermark and state are saved; "
+                "default <DATA_DIR>/../reconcile-follow/<APP_ID>.json."),
     option("--differences", "differences_path", default=None, type=click.Path(dir_okay=False),
            help="With --follow: append each difference here as a JSON line."),
     option("--metrics-port", default=6070, show_default=True,
@@ -88,16 +90,17 @@ async def acls(self, principal: str | None) -> None:
 async def follow_for_ever(command: Any, check_s: float, state_path: str | None, differences_path: str | None,
                           metrics_port: int) -> None:
     """``reconcile --follow``: rounds until the process is stopped (its state is saved after each)."""
-    state = Path(state_path) if state_path else settings.data_dir.parent / "reconcile-follow" / f"{settings.app_id}.json"
+    state = (Path(state_path) if state_path
+             else settings.data_dir.parent / "reconcile-follow" / f"{settings.app_id}.json")
     try:
         follower = Follower(settings, state, Path(differences_path) if differences_path else None, say=command.say)
     except ValueError as exc:  # a state file of another version
-        raise click.UsageError(str(exc))
+        raise click.UsageError(str(exc)) from None
     if metrics_port:
         try:
             serve_metrics(follower, metrics_port, settings.web_bind)
         except OSError as exc:
-            raise click.UsageError(f"--metrics-port {metrics_port}: {exc.strerror}")
+            raise click.UsageError(f"--metrics-port {metrics_port}: {exc.strerror}") from None
         command.say(f"metrics on http://{settings.web_bind}:{metrics_port}/metrics")
     stop = threading.Event()
     try:

@@ -34,7 +34,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from prometheus_client import start_http_server
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -61,7 +68,8 @@ class Follower:
         self.settings, self.state_path, self.differences_path, self.say = settings, state_path, differences_path, say
         self._state_settings = dict(input_topic=settings.input_topic, by_merchant_topic=settings.by_merchant_topic,
                                     retention_s=settings.dedup_retention_days * 86_400,
-                                    max_event_bytes=settings.max_event_bytes, max_amount_cents=settings.max_amount_cents)
+                                    max_event_bytes=settings.max_event_bytes,
+                                    max_amount_cents=settings.max_amount_cents)
         self.state = FollowState(**self._state_settings)
         self.resumed = self.state.load(state_path)
         self.topics = (settings.input_topic, settings.by_merchant_topic, settings.totals_topic)
@@ -163,7 +171,8 @@ class Follower:
         """Every committed record from the saved positions up to ``ends``, per partition."""
         positions = {tp: self.state.positions.get(tp[0], {}).get(tp[1]) for tp in ends}
         if set(ends) != set(self._assignment):
-            self.reader.assign([TopicPartition(t, p, OFFSET_BEGINNING if positions[(t, p)] is None else positions[(t, p)])
+            self.reader.assign([TopicPartition(t, p,
+                                               OFFSET_BEGINNING if positions[(t, p)] is None else positions[(t, p)])
                                 for t, p in ends])
             self._assignment = list(ends)
             self._at_end = {}

@@ -191,7 +191,8 @@ class FollowState:
         state = {
             "format": FORMAT,
             "positions": {topic: {str(p): o for p, o in parts.items()} for topic, parts in self.positions.items()},
-            "seen": {str(p): {e: [s.fingerprint, s.first_seen] for e, s in seen.items()} for p, seen in self.seen.items()},
+            "seen": {str(p): {e: [s.fingerprint, s.first_seen] for e, s in seen.items()}
+                     for p, seen in self.seen.items()},
             "expected": {e: [asdict(x) for x in waiting] for e, waiting in self.expected.items()},
             "counted": self.counted,
             "totals": self.totals,
@@ -216,7 +217,8 @@ class FollowState:
         self.seen = {int(p): {e: SeenEvent(fingerprint=f, first_seen=s) for e, (f, s) in seen.items()}
                      for p, seen in state["seen"].items()}
         self.expected = {
-            event_id: [Expected(**{**fields, "by_merchant": tuple(fields["by_merchant"]) if fields["by_merchant"] else None})
+            event_id: [Expected(**{**fields,
+                                   "by_merchant": tuple(fields["by_merchant"]) if fields["by_merchant"] else None})
                        for fields in waiting]
             for event_id, waiting in state["expected"].items()}
         self.counted = state["counted"]

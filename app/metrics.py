@@ -38,7 +38,8 @@ SCRAPE_TIMEOUT_S = 5.0
 _AGENT_LABELS = ["agent", "topic"]
 events_in = Counter(f"{PREFIX}_events_in_total", "Events an agent took from its input topic", _AGENT_LABELS)
 events_aggregated = Counter(
-    f"{PREFIX}_events_aggregated_total", "Events added to the running totals (and to their window, unless late)", _AGENT_LABELS
+    f"{PREFIX}_events_aggregated_total", "Events added to the running totals (and to their window, unless late)",
+    _AGENT_LABELS
 )
 events_deduplicated = Counter(
     f"{PREFIX}_events_deduplicated_total", "Repeats of a counted event_id with the same content, dropped", _AGENT_LABELS
@@ -47,7 +48,8 @@ events_conflicting = Counter(
     f"{PREFIX}_events_conflicting_total", "Repeats of a counted event_id with other content", _AGENT_LABELS
 )
 events_dead_lettered = Counter(
-    f"{PREFIX}_events_dead_lettered_total", "Events sent to the dead-letter topic, by reason", [*_AGENT_LABELS, "reason"]
+    f"{PREFIX}_events_dead_lettered_total", "Events sent to the dead-letter topic, by reason",
+    [*_AGENT_LABELS, "reason"]
 )
 
 
@@ -117,7 +119,8 @@ class WorkerCollector(Collector):
         snap = self.snapshot
         if snap is None:
             return
-        yield _tp_gauge("consumer_lag_records", "Records after the consumer position up to the LSO, per input partition",
+        yield _tp_gauge("consumer_lag_records",
+                        "Records after the consumer position up to the LSO, per input partition",
                         snap.consumer_lag)
         yield _tp_gauge("lso_lag_records", "High watermark minus last stable offset: records held back by open "
                         "transactions", snap.lso_lag)

@@ -43,6 +43,6 @@ app = faust.App(
     Worker=Worker,  # checks the settings against the cluster before a worker starts
 )
 
-import tables  # noqa: E402,F401
 import agents.payments  # noqa: E402,F401
+import tables  # noqa: E402,F401
 from app import commands, commit_timer, transaction_commands, views  # noqa: E402,F401

@@ -113,7 +113,8 @@ def expect(inputs: Iterable[Rec], settings: Settings) -> Expectation:
     retention_s = settings.dedup_retention_days * 86_400
     for rec in inputs:
         expectation.inputs += 1
-        result = parse_payment(rec.value, max_bytes=settings.max_event_bytes, max_amount_cents=settings.max_amount_cents)
+        result = parse_payment(rec.value, max_bytes=settings.max_event_bytes,
+                               max_amount_cents=settings.max_amount_cents)
         if isinstance(result, Rejection):
             expectation.dead[(rec.partition, rec.offset)] = (result.reason, rec.value)
             continue
@@ -280,7 +281,8 @@ def _span_s(records: list[Rec]) -> float:
     return (max(stamps) - min(stamps)) / 1000 if stamps else 0.0
 
 
-def check_dead_letters(dead_letters: list[Rec], expectation: Expectation, settings: Settings, problems: Problems) -> None:
+def check_dead_letters(dead_letters: list[Rec], expectation: Expectation, settings: Settings,
+                       problems: Problems) -> None:
     """Every expected dead letter exactly once, with its reason and its source record's bytes."""
     expected = {(settings.input_topic, *source): want for source, want in expectation.dead.items()}
     expected.update({(settings.by_merchant_topic, *source): (Reason.LATE, value)

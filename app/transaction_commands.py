@@ -76,7 +76,8 @@ async def transactions(self: AppCommand, include_closed: bool) -> None:
     option("--topic", "topics", multiple=True, help="Only these topics (repeatable); default: every topic."),
     option("--older-than", type=float, default=None,
            help="Seconds; default: each transaction's own transaction timeout."),
-    option("--blocking", is_flag=True, help="Also report every open transaction holding back an LSO, whatever its age."),
+    option("--blocking", is_flag=True,
+           help="Also report every open transaction holding back an LSO, whatever its age."),
 )
 async def hanging_transactions(self: AppCommand, topics: tuple[str, ...], older_than: Optional[float],
                                blocking: bool) -> None:

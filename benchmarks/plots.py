@@ -25,7 +25,8 @@ def write_plots(results: dict, summary: dict, references: dict, plot_dir: Path) 
             low = [m - (summary[k][g][THROUGHPUT]["min"] or m) for m, k in zip(med, sweep)]
             high = [(summary[k][g][THROUGHPUT]["max"] or m) - m for m, k in zip(med, sweep)]
             ax.errorbar(xs, med, yerr=[low, high], marker="o", capsize=4, color=colour, label=f"pipeline, {g}")
-        stock = [(k.interval_ms, summary[k]["stock_faust"][THROUGHPUT]["median"]) for k in sweep if "stock_faust" in summary[k]]
+        stock = [(k.interval_ms, summary[k]["stock_faust"][THROUGHPUT]["median"]) for k in sweep
+                 if "stock_faust" in summary[k]]
         if stock:
             ax.plot([x for x, _ in stock], [y or 0 for _, y in stock], marker="^", color="tab:purple", linestyle=":",
                     label="stock Faust, at_least_once (no windows, no dead letters)")

@@ -3,7 +3,8 @@
 The CPU of each of the worker's threads is read from ``/proc`` when sampling
 starts and stops, and summed by kind of thread (:data:`THREAD_KINDS`): Python
 runs one thread at a time, so the Python threads' sum is what bounds a worker.
-py-spy samples the running worker's stacks (idle ones included) into a raw file of ``frame;frame;... count`` lines. Of those, the
+py-spy samples the running worker's stacks (idle ones included) into a raw
+file of ``frame;frame;... count`` lines. Of those, the
 stacks of the main thread, where the worker's event loop runs, are summarised
 two ways: by what the sampled frame's code belongs to (Faust, asyncio, JSON,
 RocksDB, the layer, ...), and by the parts of the pipeline that enclose it
@@ -11,8 +12,8 @@ RocksDB, the layer, ...), and by the parts of the pipeline that enclose it
 """
 from __future__ import annotations
 
-import shutil
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -60,7 +61,8 @@ EVENT_LOOP_THREAD = "event-loop thread (Python: agents, tables, commits)"
 
 
 def thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
-    """CPU seconds used so far by each thread of ``pid``: thread id -> (its OS name, seconds). Empty without ``/proc``."""
+    """CPU seconds used so far by each thread of ``pid``: thread id -> (its OS name, seconds).
+    Empty without ``/proc``."""
     ticks = os.sysconf("SC_CLK_TCK")
     threads = {}
     try:

@@ -165,7 +165,8 @@ def takeover(keys: int, standby_replicas: int, workdir: Path) -> dict[str, Any]:
     try:
         killed, survivor = run.add_worker(), run.add_worker()
         # settled: both ready, the partitions split, and a standby has copied the other's partitions
-        wait_for(lambda: killed.ready() and survivor.ready() and len(input_partitions(survivor)) < run.settings.partitions
+        wait_for(lambda: killed.ready() and survivor.ready()
+                 and len(input_partitions(survivor)) < run.settings.partitions
                  and sum(int(s.value) for s in samples(survivor, RESTORED)) >= (keys if standby_replicas else 0),
                  timeout=READY_TIMEOUT_S, interval=0.5, what=f"{label}: two workers settled")
         before = restored_by_partition(survivor)

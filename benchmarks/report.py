@@ -25,7 +25,6 @@ from benchmarks.summary import (
 )
 from benchmarks.two_hop_findings import ordinary_app_findings, quix_findings
 
-
 # --- formatting ----------------------------------------------------------------
 
 
@@ -49,7 +48,9 @@ def write(results: dict, report_path: Path, plot_dir: Path) -> None:
     plots = write_plots(results, summary, references, plot_dir)
     rel = os.path.relpath(plot_dir, report_path.parent)
     report_path.parent.mkdir(parents=True, exist_ok=True)
-    report_path.write_text("\n".join(_markdown(results, summary, references, {k: f"{rel}/{v}" for k, v in {**plots, "results": "results.json"}.items()})) + "\n")
+    report_path.write_text("\n".join(_markdown(results, summary, references,
+                                               {k: f"{rel}/{v}"
+                                                for k, v in {**plots, "results": "results.json"}.items()})) + "\n")
 
 
 def headline(summary: dict, references: dict, latency_rate: Optional[float] = None) -> list[str]:
@@ -76,13 +77,16 @@ def headline(summary: dict, references: dict, latency_rate: Optional[float] = No
             lines.append(
                 f"* **{point_label(key)}** (a longer drain, less moved by where its last commits fall): "
                 f"exactly_once throughput {spread_text(entry['exactly_once'][THROUGHPUT])} events/s vs at_least_once "
-                f"{spread_text(entry['at_least_once'][THROUGHPUT])}: ratio {figure(entry['throughput_ratio']['median'], 2)}.")
+                f"{spread_text(entry['at_least_once'][THROUGHPUT])}: ratio "
+                f"{figure(entry['throughput_ratio']['median'], 2)}.")
     for key in sorted(k for k in sweep if "stock_faust" in summary[k]):
         stock, eos = summary[key]["stock_faust"], summary[key]["exactly_once"][THROUGHPUT]["median"]
         lines.append(
-            f"* **Stock Faust, {interval_text(key.interval_ms)} commit interval** (`kafka://`, at_least_once, the same two "
-            f"hops without windows or dead letters: `benchmarks/stock_faust.py`): {spread_text(stock[THROUGHPUT])} events/s, "
-            f"p50 / p99 latency {figure(stock['latency_ms.p50']['median'])} / {figure(stock['latency_ms.p99']['median'])} ms, "
+            f"* **Stock Faust, {interval_text(key.interval_ms)} commit interval** (`kafka://`, at_least_once, "
+            "the same two hops without windows or dead letters: `benchmarks/stock_faust.py`): "
+            f"{spread_text(stock[THROUGHPUT])} events/s, "
+            f"p50 / p99 latency {figure(stock['latency_ms.p50']['median'])} / "
+            f"{figure(stock['latency_ms.p99']['median'])} ms, "
             f"{figure(stock['cpu.worker_s_per_1k_events']['median'], 2)} worker CPU s per 1,000 events; faust-eos "
             f"exactly_once drains {figure(ratio(eos, stock[THROUGHPUT]['median']), 2)}× its rate"
             + ("" if stock["counts_match"] else " (its counts did not all match reconcile's)")
@@ -103,12 +107,13 @@ def headline(summary: dict, references: dict, latency_rate: Optional[float] = No
         limit = min(ref["producer"]["median"] or 0, ref["consumer"]["median"] or 0)
         if limit and best:
             lines.append(
-                f"* **Distance to the raw broker limit**: one producer alone writes {figure(ref['producer']['median'])} "
+                "* **Distance to the raw broker limit**: one producer alone writes "
+                f"{figure(ref['producer']['median'])} "
                 f"records/s and one consumer alone reads {figure(ref['consumer']['median'])}/s; the pipeline's best "
                 f"median is {figure(best)} events/s at_least_once ({best / limit * 100:.2f} % of the lower raw rate, "
                 f"{limit / best:,.0f}× below it) and {figure(best_eos)} events/s exactly_once "
                 f"({best_eos / limit * 100:.2f} %).")
-    for size, ref in references.items():
+    for ref in references.values():
         parts = [f"{_tx_label(s)} ({figure(t['records_per_transaction']['median'])} records/transaction): "
                  f"{_pct(t['overhead_pct'])}" for s, t in ref["transactional"].items()]
         lines.append(f"* **Transactional vs idempotent producer, {ref['mean_record_bytes']:,.0f} B records**: "
@@ -199,7 +204,8 @@ def _cost_split(summary: dict) -> Iterable[str]:
     for key, e in summary.items():
         alo, eos = e["at_least_once"], e["exactly_once"]
         yield (f"| {point_label(key)} | {spread_text(e['throughput_ratio'], 2)} | "
-               f"{figure(alo['cpu.worker_s_per_1k_events']['median'], 2)} → {figure(eos['cpu.worker_s_per_1k_events']['median'], 2)} | "
+               f"{figure(alo['cpu.worker_s_per_1k_events']['median'], 2)} → "
+               f"{figure(eos['cpu.worker_s_per_1k_events']['median'], 2)} | "
                f"{figure(alo['latency_ms.p50']['median'])} / {figure(alo['latency_ms.p99']['median'])} | "
                f"{_signed(e['latency_p50_added_ms']['median'])} / {_signed(e['latency_p99_added_ms']['median'])} | "
                f"{figure(eos['lso_lag.max_records']['median'])} |")
@@ -255,7 +261,8 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     yield ""
     yield "## Setup"
     yield ""
-    yield f"* Kafka {meta['kafka_version']} (KRaft, one node, `localhost`), broker settings from `tools/broker_files.py`."
+    yield (f"* Kafka {meta['kafka_version']} (KRaft, one node, `localhost`), broker settings from "
+           "`tools/broker_files.py`.")
     yield (f"* Machine: {m['cores']} cores ({m['cpu_model']}), {m['memory_gib']} GiB memory, load average at "
            f"start {', '.join(f'{x:.2f}' for x in m['load_average_at_start'])}; shared with other workloads.")
     interpreter = f" (`{meta['python_executable']}`)" if meta.get("python_executable") else ""
@@ -305,7 +312,8 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     yield ""
     yield "## Throughput and latency"
     yield ""
-    yield "| point | ALO events/s | EOS events/s | EOS overhead | ALO p50 / p95 / p99 / max ms | EOS p50 / p95 / p99 / max ms | p50 added |"
+    yield ("| point | ALO events/s | EOS events/s | EOS overhead | ALO p50 / p95 / p99 / max ms | "
+           "EOS p50 / p95 / p99 / max ms | p50 added |")
     yield "|---|---|---|---|---|---|---|"
     for key, e in summary.items():
         lat = {g: " / ".join(figure(e[g][f"latency_ms.{q}"]["median"]) for q in ("p50", "p95", "p99", "max"))
@@ -327,7 +335,8 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
     yield "## Commits, CPU, memory, LSO lag"
     yield ""
     yield ("Worker cores while draining: the CPU a worker used from the backlog's first event to its last update, "
-           "over that time, all its threads counted. Near 1.0 it is bound by one core: Python runs one thread at a time, "
+           "over that time, all its threads counted. Near 1.0 it is bound by one core: "
+           "Python runs one thread at a time, "
            "and the event-loop thread does most of the work.")
     yield ""
     yield ("| point | guarantee | commit p50 / p99 ms | commit rounds/s | partition commits/s | worker CPU s/1k | "
@@ -340,18 +349,21 @@ def _markdown(results: dict, summary: dict, references: dict, plots: dict[str, s
                    f"{figure(x['commits.p99_ms']['median'], 1)} | {figure(x['commits.rounds_per_s']['median'], 1)} | "
                    f"{figure(x['commits.partition_commits_per_s']['median'], 1)} | "
                    f"{figure(x['cpu.worker_s_per_1k_events']['median'], 2)} | "
-                   f"{figure(x['cpu.worker_cores_while_draining']['median'], 2)} | {figure(x['cpu.broker_s_per_1k_events']['median'], 2)} | "
+                   f"{figure(x['cpu.worker_cores_while_draining']['median'], 2)} | "
+                   f"{figure(x['cpu.broker_s_per_1k_events']['median'], 2)} | "
                    f"{figure(x['worker_peak_rss_mb']['median'])} | {figure(x['lso_lag.max_records']['median'])} / "
                    f"{figure(x['lso_lag.mean_records']['median'], 1)} |")
     yield ""
     yield "## Reference lines: the broker alone, idempotent vs transactional producer"
     yield ""
-    yield "| records | producer alone, records/s | consumer alone, records/s | transactions | records/s | records per transaction | vs idempotent |"
+    yield ("| records | producer alone, records/s | consumer alone, records/s | transactions | records/s | "
+           "records per transaction | vs idempotent |")
     yield "|---|---|---|---|---|---|---|"
-    for size, ref in references.items():
+    for ref in references.values():
         first = True
         for setting, t in ref["transactional"].items():
-            head = (f"| ~{ref['mean_record_bytes']:,.0f} B | {spread_text(ref['producer'])} | {spread_text(ref['consumer'])} "
+            head = (f"| ~{ref['mean_record_bytes']:,.0f} B | {spread_text(ref['producer'])} | "
+                    f"{spread_text(ref['consumer'])} "
                     if first else "| | | ")
             first = False
             yield (f"{head}| {_tx_label(setting)} | {spread_text(t['records_per_s'])} | "

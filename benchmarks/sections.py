@@ -91,13 +91,15 @@ def long_transaction_section(results: dict, plots: dict[str, str]) -> Iterable[s
            "commands (`faust -A app transactions`, `hanging-transactions`, `lso`) look at it while it happens; "
            "in the `manual` run an operator then aborts it with `faust -A app abort-transaction`.")
     yield ""
-    yield "| run | stalled at | aborted by hand at | LSO cleared at | lag lasted | max lag | reader got from p0 / others while stalled |"
+    yield ("| run | stalled at | aborted by hand at | LSO cleared at | lag lasted | max lag | "
+           "reader got from p0 / others while stalled |")
     yield "|---|---|---|---|---|---|---|"
     for s in scenarios:
         reader = s["reader_records_during_stall"]
         aborted = "—" if s["aborted_at_s"] is None else f"{s['aborted_at_s']:.1f} s"
         yield (f"| {s['mode']} | {s['stalled_at_s']:.1f} s | {aborted} | "
-               f"{figure(s['cleared_at_s'], 1)} s | {figure(s['lag_lasted_s'], 1)} s | {s['max_lag_records']:,} records, "
+               f"{figure(s['cleared_at_s'], 1)} s | {figure(s['lag_lasted_s'], 1)} s | "
+               f"{s['max_lag_records']:,} records, "
                f"{s['max_lag_ms'] / 1000:.1f} s | {reader['partition_0']:,} / {reader['other_partitions']:,} |")
     yield ""
     if "lso" in plots:
@@ -105,18 +107,21 @@ def long_transaction_section(results: dict, plots: dict[str, str]) -> Iterable[s
         yield ""
     for s in scenarios:
         yield f"**{s['mode']}** sanity checks: " + ", ".join(
-            f"{name.replace('_', ' ')}: {'yes' if ok else 'NO'}" for name, ok in s["sanity"].items() if ok is not None) + "."
+            f"{name.replace('_', ' ')}: {'yes' if ok else 'NO'}"
+            for name, ok in s["sanity"].items() if ok is not None) + "."
         if s["cleared_after_abort_s"] is not None:
             abort = next(c for c in s["commands"] if _is_abort(c))
             before = s["lag_lasted_s"] < s["scenario"]["stall_timeout_ms"] / 1000
             yield (f"The LSO moved {s['cleared_after_abort_s']:.1f} s after the abort command started "
                    f"(the command itself took {abort.get('seconds', 0):.1f} s; LSO sampled "
                    f"every 0.25 s), {s['lag_lasted_s']:.1f} s after the stall: "
-                   + ("before" if before else "NOT before") + " the stalled producer's own timeout could have aborted it.")
+                   + ("before" if before else "NOT before")
+                   + " the stalled producer's own timeout could have aborted it.")
         elif s["cleared_at_s"] is not None:
             yield (f"The broker aborted it {s['lag_lasted_s']:.1f} s after the stall: the "
                    f"{s['scenario']['stall_timeout_ms'] / 1000:g} s timeout plus up to 10 s until the broker's "
-                   "next check for timed-out transactions (`transaction.abort.timed.out.transaction.cleanup.interval.ms`).")
+                   "next check for timed-out transactions "
+                   "(`transaction.abort.timed.out.transaction.cleanup.interval.ms`).")
         yield ""
     yield ("What the transaction commands showed during the `manual` run (the `transactions` output is cut to "
            "transactions writing to `merchant-totals`):")

@@ -56,7 +56,8 @@ class Settings:
     partitions: int  # PARTITIONS: of payments, the repartition topic and tables
     dedup_retention_days: float  # DEDUP_RETENTION_DAYS: how long event_ids are remembered
     window_seconds: int  # WINDOW_SECONDS: tumbling window size
-    window_grace_seconds: float  # WINDOW_GRACE_SECONDS: how long, in stream time, a window stays open past its end (default: one window)
+    #: WINDOW_GRACE_SECONDS: how long, in stream time, a window stays open past its end (default: one window)
+    window_grace_seconds: float
     max_amount_cents: int  # MAX_AMOUNT_CENTS: larger amounts are rejected
     max_event_bytes: int  # MAX_EVENT_BYTES: larger records are rejected
     data_dir: Path  # DATA_DIR: worker state (RocksDB); one per worker process
@@ -213,7 +214,8 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         commit_interval_ms=commit_interval_ms,
         transaction_timeout_ms=_read(env, "TRANSACTION_TIMEOUT_MS", _default_transaction_timeout_ms(commit_interval_ms),
                                      _positive_int, "milliseconds, e.g. 10000"),
-        max_uncommitted_records=_read(env, "MAX_UNCOMMITTED_RECORDS", 20_000, _positive_int, "a count of records, e.g. 20000"),
+        max_uncommitted_records=_read(env, "MAX_UNCOMMITTED_RECORDS", 20_000, _positive_int,
+                                      "a count of records, e.g. 20000"),
         partitions=_read(env, "PARTITIONS", 6, _positive_int, "a partition count, e.g. 6"),
         dedup_retention_days=_read(env, "DEDUP_RETENTION_DAYS", 7.0, _positive_float, "days, e.g. 7"),
         window_seconds=window_seconds,

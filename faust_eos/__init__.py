@@ -23,10 +23,9 @@ How it works: :mod:`faust_eos.transport`; the commit itself:
 app that asks for something exactly-once cannot do: :mod:`faust_eos.errors`.
 """
 from faust.stores import STORES
-
 from faust.transport.drivers import TRANSPORTS
 
-from faust_eos.batches import Batch, BatchRecord, Batches
+from faust_eos.batches import Batch, Batches, BatchRecord
 from faust_eos.errors import (
     LocalStateNotWritten,
     MissingTopic,
@@ -48,5 +47,6 @@ STORES.aliases.setdefault("eos-rocksdb", "faust_eos.store:Store")
 
 __all__ = [
     "Batch", "BatchRecord", "Batches", "LocalStateNotWritten", "MissingTopic", "OffsetsLost", "OutputNotWritten",
-    "SendNotCommittable", "SettingRefused", "Stream", "StoreRefused", "Sweep", "Table", "Topic", "credentials", "new_record",
+    "SendNotCommittable", "SettingRefused", "Stream", "StoreRefused", "Sweep", "Table", "Topic", "credentials",
+    "new_record",
 ]

@@ -58,7 +58,8 @@ class Codecs:
 
     def __init__(self, registry: Any) -> None:
         self._registry = registry
-        self._json = faust_internals.json_codec_is_orjson() and type(faust_codecs.get_codec("json")) is faust_codecs.json
+        self._json = (faust_internals.json_codec_is_orjson()
+                      and type(faust_codecs.get_codec("json")) is faust_codecs.json)
         self._raw = type(faust_codecs.get_codec("raw")) is faust_codecs.raw
         self._encoders: dict[tuple, Encoder] = {}
         self._decoders: dict[tuple, Decoder] = {}

@@ -64,7 +64,8 @@ class Consumer(RecoveryReads):
         self.partitions_committed = 0
         self._held_sends: Optional[HeldSends] = None
         self._early_commit: Optional[Any] = None  # the task of a commit started before the interval ends
-        self._offsets_reader: Optional[CommittedOffsets] = None  # at-least-once's; exactly-once reads through its transactions
+        # at-least-once's; exactly-once reads through its transactions
+        self._offsets_reader: Optional[CommittedOffsets] = None
         #: changelog topic -> the store applying its fetched batches whole (see _condensed)
         self._batch_restoring_stores: Optional[dict[str, Store]] = None
         #: topic -> records per batch, None if handed out one by one (see _condensed)

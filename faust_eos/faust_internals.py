@@ -151,7 +151,8 @@ class ConsumerHooks(faust_aiokafka.Consumer):
         return None
 
     def fetch_min_bytes(self) -> Optional[int]:
-        """How many bytes of records a fetch waits for at the broker (up to the fetch wait); None keeps aiokafka's (1)."""
+        """How many bytes of records a fetch waits for at the broker (up to the fetch wait); None keeps
+        aiokafka's (1)."""
         return None
 
     async def note_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:

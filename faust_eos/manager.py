@@ -148,7 +148,8 @@ class TransactionManager(FaustTransactionManager):
             raise wait_inside_event_refused()
         self._note_topic(topic)
         await self._declare_new_topics()
-        return await self.outside.send_and_wait(staged_record(topic, key, value, partition, timestamp, headers, UNBOUND))
+        return await self.outside.send_and_wait(staged_record(topic, key, value, partition, timestamp, headers,
+                                                              UNBOUND))
 
     def stage_future_message(self, fut: FutureMessage) -> None:
         """Stage a record from ``Topic.send_soon`` (e.g. a table changelog write)."""

@@ -5,7 +5,8 @@ Any app using ``eos://`` gets them; expose them the way the app exposes the rest
 """
 from prometheus_client import Counter, Histogram
 
-transactions_begun = Counter("faust_eos_transactions_begun_total", "Transactions begun (one per worker and commit round)")
+transactions_begun = Counter("faust_eos_transactions_begun_total",
+                             "Transactions begun (one per worker and commit round)")
 transactions_committed = Counter("faust_eos_transactions_committed_total", "Transactions committed")
 transactions_aborted = Counter("faust_eos_transactions_aborted_total", "Transactions aborted after a failed step")
 producers_fenced = Counter(

@@ -86,7 +86,8 @@ def lost_offsets(group: str, committed: Mapping[Any, Optional[int]],
     if not holding:
         return None
     numbers = {partition for _, partition in holding}
-    lost = sorted((tp.topic, tp.partition) for tp, offset in committed.items() if offset is None and tp.partition in numbers)
+    lost = sorted((tp.topic, tp.partition) for tp, offset in committed.items()
+                  if offset is None and tp.partition in numbers)
     return OffsetsLost(
         f"consumer group {group!r} holds no committed offset for {_partitions_text(lost)}, but the table "
         f"changelogs {_partitions_text(holding)} hold records that committed with offsets of these partitions: "
@@ -102,7 +103,8 @@ def _partitions_text(tps: Iterable[tuple[str, int]]) -> str:
     by_topic: dict[str, list[int]] = {}
     for topic, partition in tps:
         by_topic.setdefault(topic, []).append(partition)
-    return ", ".join(f"{topic}[{', '.join(map(str, sorted(partitions)))}]" for topic, partitions in sorted(by_topic.items()))
+    return ", ".join(f"{topic}[{', '.join(map(str, sorted(partitions)))}]"
+                     for topic, partitions in sorted(by_topic.items()))
 
 
 #: how far before the LSO a search for the last committed record starts; each miss widens it 8 times
@@ -118,7 +120,8 @@ class CommittedOffsets:
     """
 
     def __init__(self, client: Mapping[str, Any], group_id: str) -> None:
-        """``client``: librdkafka settings, at least ``bootstrap.servers`` (:func:`faust_eos.security.librdkafka_client`)."""
+        """``client``: librdkafka settings, at least ``bootstrap.servers``
+        (:func:`faust_eos.security.librdkafka_client`)."""
         common = {
             **client,
             "group.id": group_id,
@@ -237,7 +240,8 @@ class CommittedOffsets:
                     if last is not None:
                         ends[key] = last + 1
                 # search further back where no record turned up and the log start is not reached yet
-                searching = {key for key in searching if ends[key] == watermarks[key][0] and starts[key] > watermarks[key][0]}
+                searching = {key for key in searching
+                             if ends[key] == watermarks[key][0] and starts[key] > watermarks[key][0]}
                 span *= 8
             return {key: ChangelogBounds(watermarks[key][0], end, pending[key]) for key, end in ends.items()}
 
@@ -245,7 +249,8 @@ class CommittedOffsets:
             found = retrying(ask, timeout_s)
         return {tp: found[(tp.topic, tp.partition)] for tp in tps}
 
-    def _last_records(self, starts: dict[tuple[str, int], int], deadline: float) -> dict[tuple[str, int], Optional[int]]:
+    def _last_records(self, starts: dict[tuple[str, int], int],
+                      deadline: float) -> dict[tuple[str, int], Optional[int]]:
         """Read each partition from its start offset to its end: the offset of the last record (None if none)."""
         last: dict[tuple[str, int], Optional[int]] = dict.fromkeys(starts)
         reading = set(starts)

@@ -19,7 +19,8 @@ import time
 from concurrent.futures import Future
 from typing import Any, Callable, Optional, Sequence
 
-from aiokafka.structs import RecordMetadata, TopicPartition as AioTopicPartition
+from aiokafka.structs import RecordMetadata
+from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from faust_eos.security import librdkafka_client
@@ -101,7 +102,8 @@ def send_all(producer: Producer, records: Sequence[StagedRecord], timeout_s: flo
 
     ``known_topics`` are the topics this producer holds metadata for; the others
     are learnt first, and added once learnt. Raises :class:`KafkaException` if
-    learning failed, or if the local queue stayed full for ``timeout_s``. ``on_step`` is told each step as it begins. Blocking: run it
+    learning failed, or if the local queue stayed full for ``timeout_s``.
+    ``on_step`` is told each step as it begins. Blocking: run it
     on the producer's thread.
 
     Without ``report_every_record`` (inside a transaction, whose commit fails if

@@ -251,7 +251,8 @@ class Store(faust_internals.StoreHooks):
         return self._codecs.loads_key(self.key_type, raw, self.key_serializer)
 
     def value_of(self, partition: int, raw: bytes) -> Any:
-        """The table's value of raw key ``raw`` in ``partition``, decoded: its latest write, committed or not; else MISSING."""
+        """The table's value of raw key ``raw`` in ``partition``, decoded: its latest write, committed or not;
+        else MISSING."""
         write = self.writes.latest(partition, raw)
         if write is not None:
             value = self.writes.read(write)
@@ -298,7 +299,8 @@ class Store(faust_internals.StoreHooks):
     def committed_entries(
         self, partition: int, *, after: Optional[bytes], limit: int
     ) -> tuple[list[tuple[bytes, Any]], Optional[bytes]]:
-        """Up to ``limit`` committed entries of ``partition`` past raw key ``after``: raw key, value as the table reads it.
+        """Up to ``limit`` committed entries of ``partition`` past raw key ``after``: raw key, value as the
+        table reads it.
 
         Keys with a write waiting for its commit are left out. Also returns where the
         next call goes on from: the last raw key read, or None once the end was reached.
@@ -364,10 +366,13 @@ class Store(faust_internals.StoreHooks):
         if checkpoint >= changelog_end:
             return f"its checkpoint {checkpoint} is past the changelog's last committed record ({changelog_end - 1})"
         if checkpoint + 1 < changelog_start:
-            return f"the changelog now starts at {changelog_start}, past its checkpoint {checkpoint}: records between are gone"
+            return (f"the changelog now starts at {changelog_start}, past its checkpoint {checkpoint}: "
+                    "records between are gone")
         partitions = db.get(PARTITIONS_KEY)
-        if partitions is not None and self.changelog_partitions is not None and int(partitions) != self.changelog_partitions:
-            return f"it was written when the changelog had {int(partitions)} partitions, now {self.changelog_partitions}"
+        if (partitions is not None and self.changelog_partitions is not None
+                and int(partitions) != self.changelog_partitions):
+            return (f"it was written when the changelog had {int(partitions)} partitions, "
+                    f"now {self.changelog_partitions}")
         return None
 
     def rebuild(self, partition: int, why: str) -> int:

@@ -82,7 +82,8 @@ class Table(faust.Table):
         path = self._fast_path()
         if path is None:
             return super().__delitem__(key)
-        self._write(path, key, self.data.raw_key(key), None, None)  # as Faust's: a tombstone whether or not the key is there
+        # as Faust's: a tombstone whether or not the key is there
+        self._write(path, key, self.data.raw_key(key), None, None)
         for sensor in path.table_sensors:
             sensor.on_table_del(self, key)
 

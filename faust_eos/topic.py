@@ -180,7 +180,8 @@ class Topic(TopicHooks):
             raw_value, open_headers = self.prepare_value(value, value_serializer, schema, open_headers)
             return raw_key, raw_value, open_headers
         codecs = self.codecs()
-        raw_key = None if key is None else codecs.dumps_key(schema.key_type, key, key_serializer or schema.key_serializer)
+        raw_key = (None if key is None
+                   else codecs.dumps_key(schema.key_type, key, key_serializer or schema.key_serializer))
         raw_value = codecs.dumps_value(schema.value_type, value, value_serializer or schema.value_serializer)
         return raw_key, raw_value, open_headers
 

@@ -109,7 +109,8 @@ def read_transaction_log(client: Mapping[str, Any], timeout_s: float = LOG_READ_
     try:
         metadata = consumer.list_topics(TRANSACTION_LOG, timeout=timeout_s).topics.get(TRANSACTION_LOG)
         if metadata is None or metadata.error is not None:
-            raise TransactionToolError(f"cannot read {TRANSACTION_LOG}: {metadata.error if metadata else 'no such topic'}")
+            raise TransactionToolError(f"cannot read {TRANSACTION_LOG}: "
+                                       f"{metadata.error if metadata else 'no such topic'}")
         ends = {}
         for partition in metadata.partitions:
             low, high = consumer.get_watermark_offsets(TopicPartition(TRANSACTION_LOG, partition), timeout=timeout_s)

@@ -98,7 +98,8 @@ TLS_HINTS = (
     ("WRONG_VERSION_NUMBER", "it does not answer in TLS: is it a PLAINTEXT listener? (see KAFKA_SECURITY_PROTOCOL)"),
 )
 #: a TLS session cut short: a broker going down, or a PLAINTEXT listener dropping the handshake; worth a retry
-TLS_CUT_SHORT = ("EOF", "it closed the connection during TLS: is it a PLAINTEXT listener? (see KAFKA_SECURITY_PROTOCOL)")
+TLS_CUT_SHORT = ("EOF", "it closed the connection during TLS: is it a PLAINTEXT listener? "
+                        "(see KAFKA_SECURITY_PROTOCOL)")
 
 
 def tls_failure(exc: ssl.SSLError, address: str) -> KafkaWireError:

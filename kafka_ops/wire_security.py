@@ -118,7 +118,8 @@ class WireSecurity:
         except ssl.SSLCertVerificationError as exc:
             sock.close()
             raise KafkaSecurityError(f"the TLS certificate of Kafka at {address} was refused: "
-                                     f"{exc.verify_message} (see KAFKA_SSL_CA_FILE, KAFKA_SSL_CHECK_HOSTNAME)") from None
+                                     f"{exc.verify_message} "
+                                     "(see KAFKA_SSL_CA_FILE, KAFKA_SSL_CHECK_HOSTNAME)") from None
         except ssl.SSLError as exc:
             sock.close()
             raise tls_failure(exc, address) from None

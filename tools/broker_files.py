@@ -172,7 +172,8 @@ def fetch(settings: Settings = settings) -> Path:
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         shutil.rmtree(libs, ignore_errors=True)
-        raise BrokerError(f"could not fetch Kafka {version} from Maven Central: {_maven_error(result.stdout + result.stderr)}")
+        raise BrokerError(f"could not fetch Kafka {version} from Maven Central: "
+                          f"{_maven_error(result.stdout + result.stderr)}")
     marker.write_text(f"fetched {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
     jars = len(list(libs.glob("*.jar")))
     say(f"fetched {jars} jars into {libs} in {time.monotonic() - started:.1f} s")

@@ -12,9 +12,9 @@ import argparse
 import sys
 import time
 
+import config
 from app import loadgen
 from app.reconcile import summary
-import config
 from config import GUARANTEES, REPO_ROOT
 from tools import broker
 from tools.run import PipelineRun

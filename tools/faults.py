@@ -43,9 +43,9 @@ from typing import Optional
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+import config
 from app.kafka import CLIENT_LOG, admin
 from app.loadgen import LoadSpec
-import config
 from config import GUARANTEES, REPO_ROOT
 from faust_eos.offsets import retrying
 from faust_eos.outside import worker_id
@@ -103,7 +103,8 @@ class FaultRun:
         self.plan = plan
         self.say = say
         name = f"faults-{guarantee.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
-        timeout = {} if plan.transaction_timeout_ms is None else {"TRANSACTION_TIMEOUT_MS": str(plan.transaction_timeout_ms)}
+        timeout = ({} if plan.transaction_timeout_ms is None
+                   else {"TRANSACTION_TIMEOUT_MS": str(plan.transaction_timeout_ms)})
         self.run = PipelineRun(name, run_dir / name, guarantee=guarantee, PARTITIONS=str(plan.partitions),
                                STANDBY_REPLICAS=str(plan.standby_replicas), **timeout)
         self.settings = self.run.settings
@@ -341,7 +342,8 @@ class FaultRun:
             self.outcome.checks["reconcile --follow: no difference"] = (
                 bool(self.outcome.follow_differences) and not any(self.outcome.follow_differences.values()))
         else:
-            self.outcome.checks["reconcile --follow: nothing missing"] = self.outcome.follow_differences.get("missing") == 0
+            self.outcome.checks["reconcile --follow: nothing missing"] = (
+                self.outcome.follow_differences.get("missing") == 0)
 
     def _stop_workers(self) -> None:
         for worker in self.run.workers:

@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+import config
 from app import loadgen
 from app.kafka import ensure_topics
 from app.reconcile import reconcile_until_settled
-import config
 from config import Settings
 from tools.workers import Worker, worker_env
 
@@ -46,7 +46,8 @@ class PipelineRun:
         return worker
 
     def start_follower(self, check_s: float = 5.0) -> Worker:
-        """Start ``reconcile --follow`` on this run's topics; its metrics on its ``web_port``, its state in ``run_dir``."""
+        """Start ``reconcile --follow`` on this run's topics; its metrics on its ``web_port``, its state in
+        ``run_dir``."""
         env = worker_env(self.env, index=0, run_dir=self.run_dir, DATA_DIR=str(self.run_dir / "follower"))
         follower = Worker("follower", env, self.run_dir / "follower.log", args=(
             "reconcile", "--follow", "--check-seconds", str(check_s), "--state", str(self.follow_state),

@@ -119,7 +119,8 @@ def free_port() -> int:
 def worker_env(base: Mapping[str, str], *, index: int, run_dir: Path, **overrides: str) -> dict[str, str]:
     """Environment for worker ``index`` of a run: own data dir and a free web port."""
     env = dict(base)
-    env.update(DATA_DIR=str(run_dir / f"worker-{index}"), WEB_PORT=str(free_port()), PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
+    env.update(DATA_DIR=str(run_dir / f"worker-{index}"), WEB_PORT=str(free_port()), PYTHONUNBUFFERED="1",
+               PYTHONFAULTHANDLER="1")
     env.update(overrides)
     return env
 

@@ -28,4 +28,4 @@ def broker_restarted(settings: Settings) -> Iterator[None]:
     finally:
         mender.stop(last_check=False)
         for line in mender.written:
-            warnings.warn(BrokerLostMarkers(line))
+            warnings.warn(BrokerLostMarkers(line), stacklevel=2)

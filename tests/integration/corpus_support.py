@@ -186,5 +186,6 @@ class CorpusApp:
             found[:] = self.committed(topic)
             return bool(done(found))
 
-        wait_for(check, timeout, interval=1.0, what=f"{what} (logs: {', '.join(str(self.log_of(i)) for i in self.workers)})")
+        wait_for(check, timeout, interval=1.0,
+                 what=f"{what} (logs: {', '.join(str(self.log_of(i)) for i in self.workers)})")
         return found

@@ -8,7 +8,11 @@ from __future__ import annotations
 import uuid
 
 from confluent_kafka.admin import (
-    AclBindingFilter, AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion,
+    AclBindingFilter,
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
 )
 
 import config

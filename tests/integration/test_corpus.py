@@ -120,7 +120,8 @@ def test_tumbling_and_hopping_counts_relative_to_the_stream_are_exact_at_every_e
     clicks = clicks_40_ms_apart(3_000)  # two minutes of event time
     corpus.start()
     corpus.wait_ready()
-    corpus.produce("clicks", ((page.encode(), json.dumps({"id": i}).encode(), ts) for i, (page, ts) in enumerate(clicks)))
+    corpus.produce("clicks", ((page.encode(), json.dumps({"id": i}).encode(), ts)
+                              for i, (page, ts) in enumerate(clicks)))
     updates = corpus.wait_for_output("counts", lambda found: len(found) >= len(clicks), WAIT_S, "every click counted")
     assert corpus.stop() == 0
 
@@ -131,7 +132,8 @@ def test_tumbling_and_hopping_counts_relative_to_the_stream_are_exact_at_every_e
 def test_windowed_counts_drain_a_backlog_of_a_hundred_thousand_clicks_exact_at_every_event(kafka, tmp_path):
     corpus = CorpusApp(kafka, tmp_path, "windows-backlog", WINDOWED_COUNT, ["clicks", "counts"])
     clicks = clicks_40_ms_apart(BACKLOG)
-    corpus.produce("clicks", ((page.encode(), json.dumps({"id": i}).encode(), ts) for i, (page, ts) in enumerate(clicks)))
+    corpus.produce("clicks", ((page.encode(), json.dumps({"id": i}).encode(), ts)
+                              for i, (page, ts) in enumerate(clicks)))
     corpus.start()
     updates = corpus.wait_for_output("counts", lambda found: len(found) >= len(clicks), WAIT_S, "every click counted")
     assert corpus.stop() == 0

@@ -181,7 +181,8 @@ def test_unreachable_cluster_stops_the_worker(kafka, tmp_path):
     port = free_port()
     result = start_worker(tmp_path, KAFKA_BOOTSTRAP_SERVERS=f"localhost:{port}")
     assert_stops_with(result, f"error: cannot check the settings against the cluster: cannot reach Kafka at "
-                              f"localhost:{port}: Connection refused (is the broker running? see KAFKA_BOOTSTRAP_SERVERS)")
+                              f"localhost:{port}: Connection refused (is the broker running? "
+                              "see KAFKA_BOOTSTRAP_SERVERS)")
 
 
 def test_unknown_profile_stops_the_worker(kafka, tmp_path):

@@ -9,8 +9,8 @@ import uuid
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from app.kafka import admin, committed_reader_config, producer_config
 import config
+from app.kafka import admin, committed_reader_config, producer_config
 from config import REPO_ROOT
 
 STALLED_RECORDS = 5

@@ -1,4 +1,5 @@
-"""The ACL list follows the settings: the pipeline's topics by name, changelogs, group and transactional ids by prefix."""
+"""The ACL list follows the settings: the pipeline's topics by name, changelogs, group and transactional ids
+by prefix."""
 from types import SimpleNamespace
 
 from confluent_kafka import KafkaError, KafkaException

@@ -4,10 +4,10 @@ from __future__ import annotations
 import gc
 
 import faust
+from store_support import event_loop_for_faust  # noqa: F401 (an autouse fixture)
 
 import faust_eos
 from faust_eos.adoption import adopt
-from store_support import event_loop_for_faust  # noqa: F401 (an autouse fixture)
 
 
 class OwnTopic(faust.Topic):

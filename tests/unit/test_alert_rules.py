@@ -87,7 +87,8 @@ CASES = {
          f'faust_eos_consumer_lag_records{{{WORKER}, topic="payments", partition="0"}}': "0x12"}, "11m"),
     "reconciler not answering": Case(
         "FaustEosReconcilerStalled", {f"up{{{RECONCILER}}}": "0x10"}, "7m",
-        {"job": "faust-eos-reconciler", "instance": "r1:6070"}, "reconcile --follow has stopped checking the pipeline's output"),
+        {"job": "faust-eos-reconciler", "instance": "r1:6070"},
+        "reconcile --follow has stopped checking the pipeline's output"),
     "reconciler up but no round finished for 20 minutes": Case(
         "FaustEosReconcilerStalled",
         {f"up{{{RECONCILER}}}": "1x25", f"faust_eos_reconciler_rounds_total{{{RECONCILER}}}": "0x25"},

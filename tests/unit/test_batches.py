@@ -12,8 +12,8 @@ from typing import Any
 import faust
 import pytest
 from faust.types import TP
-
 from faust_contract_support import fetched_batch, record, worker_app
+
 from faust_eos import Batch, Batches, SettingRefused
 from faust_eos.batches import batch_records, batched_topics
 from faust_eos.consumer import Consumer
@@ -39,7 +39,8 @@ def as_message(fetched_record: Any) -> Any:
 def test_a_fetched_batch_becomes_records_of_at_most_max_records_each_past_their_last_offset():
     records = fetched(*[b"{}"] * 5)
     condensed = batch_records(records, max_records=2)
-    assert [(r.offset, r.value.first_offset, len(r.value)) for r in condensed] == [(41, 40, 2), (43, 42, 2), (44, 44, 1)]
+    assert ([(r.offset, r.value.first_offset, len(r.value)) for r in condensed]
+            == [(41, 40, 2), (43, 42, 2), (44, 44, 1)])
     assert all(r.topic == PAYMENTS.topic and r.partition == PAYMENTS.partition for r in condensed)
 
 
@@ -80,7 +81,8 @@ def test_agents_of_one_topic_with_other_types_each_decode_the_batch_their_way():
         as_bytes = app.topic("payments", schema=Batches(key_type=bytes, value_type=bytes, key_serializer="raw",
                                                         value_serializer="raw"))
         message = as_message(batch_records(fetched(b'{"merchant": "m0", "cents": 5}'), 100)[0])
-        payments, raw = await as_payments.decode(message, propagate=True), await as_bytes.decode(message, propagate=True)
+        payments, raw = (await as_payments.decode(message, propagate=True),
+                         await as_bytes.decode(message, propagate=True))
         assert [r.value for r in payments.value] == [Payment("m0", 5)]
         assert [r.value for r in raw.value] == [b'{"merchant": "m0", "cents": 5}']
 

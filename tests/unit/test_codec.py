@@ -156,7 +156,8 @@ def test_one_encoder_encodes_values_of_every_class_as_the_registry_does(app):
     mixed = [TOTAL, "text", 7, TOTAL, b"bytes", 2.5, "text", True, Total("m2", 1, 0.5, True)]
     for _ in range(2):  # once learnt against Faust's answer, then the way learnt
         assert [encode_value(v) for v in mixed] == [app.serializers.dumps_value(None, v) for v in mixed]
-        assert [encode_key(k) for k in ("m1", b"m1", None)] == [app.serializers.dumps_key(None, k) for k in ("m1", b"m1", None)]
+        assert ([encode_key(k) for k in ("m1", b"m1", None)]
+                == [app.serializers.dumps_key(None, k) for k in ("m1", b"m1", None)])
     with pytest.raises(TypeError, match="64-bit"):  # an int the learnt way cannot take: Faust's answer, an error
         encode_value(2**70)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from faust_contract_support import worker_app
+
 from faust_eos import consumer as consumer_module
 from faust_eos.timer import commit_every
 

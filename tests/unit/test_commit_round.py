@@ -5,9 +5,9 @@ import asyncio
 from typing import Optional
 
 import pytest
+from fakes import FakeTables, FakeTransaction
 from prometheus_client import REGISTRY
 
-from fakes import FakeTables, FakeTransaction
 from faust_eos.commit import WorkerCommits
 from faust_eos.errors import LocalStateNotWritten
 from faust_eos.staging import SourceTP, StagedRecord, Staging

@@ -5,10 +5,10 @@ import asyncio
 
 import faust
 import pytest
+from fakes import FakeTransaction
 from faust.types import TP
 
 from app.commit_timer import CommitTimer
-from fakes import FakeTransaction
 from faust_eos.faust_internals import ConsumerHooks, committed_offsets
 from faust_eos.staging import SourceTP
 from faust_eos.transaction import TransactionFailed
@@ -49,7 +49,8 @@ def test_an_offset_commit_that_failed_is_no_round(consumer, monkeypatch):
 
 
 def test_a_round_counts_the_partitions_its_transaction_committed(monkeypatch):
-    consumer = faust.App("commit-timer-test", broker="eos://localhost:9092", processing_guarantee="exactly_once").consumer
+    consumer = faust.App("commit-timer-test", broker="eos://localhost:9092",
+                         processing_guarantee="exactly_once").consumer
     monkeypatch.setattr(consumer, "request_rejoin", lambda: None)  # asked by the round given up
     commits = consumer.transactions._commits
     producers = [FakeTransaction(None, TransactionFailed("aborted"))]

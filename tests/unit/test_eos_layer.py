@@ -6,8 +6,8 @@ import sys
 
 import faust
 import pytest
-
 from faust_contract_support import worker_app
+
 from faust_eos import LocalStateNotWritten, SettingRefused, StoreRefused
 from faust_eos.consumer import Consumer
 from faust_eos.options import (

@@ -22,11 +22,9 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.client import AIOKafkaClient
 from aiokafka.consumer.group_coordinator import GroupCoordinator
 from faust.exceptions import ConsumerNotStarted
-from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Consumer as FaustConsumer
+from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
+from faust.transport.drivers.aiokafka import Consumer as FaustConsumer
 from faust.types import TP
-from mode.services import ServiceTask
-
-from faust_eos.options import DEFAULT_FETCH_MAX_WAIT_MS, FETCH_MIN_BYTES
 from faust_contract_support import (
     ORDERS,
     RecordingConsumer,
@@ -35,6 +33,9 @@ from faust_contract_support import (
     recording_consumer,
     worker_app,
 )
+from mode.services import ServiceTask
+
+from faust_eos.options import DEFAULT_FETCH_MAX_WAIT_MS, FETCH_MIN_BYTES
 
 OTHER_ORDERS = TP("orders", 1)
 
@@ -338,7 +339,8 @@ def test_an_aiokafka_coordinator_outside_the_group_has_generation_minus_one_and_
 
 
 @pytest.mark.parametrize("processing_guarantee", ["exactly_once", "at_least_once"])
-def test_the_workers_aiokafka_consumer_hands_its_fetcher_the_fetch_wait_of_the_broker_url_and_the_fetch_size(processing_guarantee):
+def test_the_workers_aiokafka_consumer_hands_its_fetcher_the_fetch_wait_of_the_broker_url_and_the_fetch_size(
+        processing_guarantee):
     async def scenario() -> None:
         app = worker_app(processing_guarantee, broker="eos://localhost:9092?fetch_max_wait_ms=35")
         thread = app.consumer._thread

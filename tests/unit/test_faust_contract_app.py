@@ -17,8 +17,8 @@ from aiokafka.structs import TopicPartition
 from faust.streams import current_event
 from faust.transport.drivers.aiokafka import ConsumerRebalanceListener
 from faust.types import TP
-
 from faust_contract_support import ORDERS, RecordingTransactions, no_callback, worker_app
+
 from faust_eos import Topic as EosTopic
 from faust_eos import faust_internals
 from faust_eos.transport import TransactionManager
@@ -384,7 +384,8 @@ def test_after_quiet_spells_recovery_skips_to_the_end_only_if_consumer_position_
             raise asyncio.TimeoutError
 
         monkeypatch.setattr(
-            faust.tables.recovery, "asyncio", SimpleNamespace(wait_for=nothing_arrives, TimeoutError=asyncio.TimeoutError)
+            faust.tables.recovery, "asyncio",
+            SimpleNamespace(wait_for=nothing_arrives, TimeoutError=asyncio.TimeoutError)
         )
         with pytest.raises(EnoughQuietSpells):
             await type(recovery)._slurp_changelogs.fun(recovery)

@@ -19,7 +19,6 @@ import pytest
 from faust.stores import rocksdb
 from faust.streams import current_event
 from faust.types import TP
-
 from faust_contract_support import worker_app
 
 PARTITION = 3

@@ -46,7 +46,8 @@ def mender(monkeypatch):
 def test_the_harness_writes_what_it_finds_on_the_runs_topics_and_keeps_a_line_for_each(monkeypatch, mender):
     marker = LostMarker(OPEN_ON_T0, COMMITTED)
     asked, wrote = [], []
-    monkeypatch.setattr(markers, "find_lost_markers", lambda c, a, client, topics: asked.append(topics) or ([marker], []))
+    monkeypatch.setattr(markers, "find_lost_markers",
+                        lambda c, a, client, topics: asked.append(topics) or ([marker], []))
     monkeypatch.setattr(markers, "write_lost_markers", lambda c, a, lost: wrote.extend(lost))
 
     mender.mend_once()

@@ -21,7 +21,8 @@ def test_defaults_pass_on_a_single_node_cluster():
 
 
 def test_transaction_timeout_above_the_broker_maximum_names_both_values():
-    [line] = problems(load({"TRANSACTION_TIMEOUT_MS": "120000"}), with_facts(SINGLE_NODE, max_transaction_timeout_ms=60_000))
+    [line] = problems(load({"TRANSACTION_TIMEOUT_MS": "120000"}),
+                      with_facts(SINGLE_NODE, max_transaction_timeout_ms=60_000))
     assert line.startswith("TRANSACTION_TIMEOUT_MS=120000 is above the brokers' transaction.max.timeout.ms=60000")
 
 

@@ -98,7 +98,8 @@ def update(event_id, count, amount):
 
 def check(updates, expectation):
     problems = Problems()
-    finals = check_update_stream(updates, expectation.counted, problems, what="totals", group_of=lambda p: p.merchant_id)
+    finals = check_update_stream(updates, expectation.counted, problems, what="totals",
+                                 group_of=lambda p: p.merchant_id)
     return finals, set(problems.counts)
 
 

@@ -15,12 +15,12 @@ import pytest
 from faust.tables.recovery import RebalanceAgain
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
-from prometheus_client import REGISTRY
-
 from faust_contract_support import no_callback, record, worker_app
+from prometheus_client import REGISTRY
+from store_support import PARTITION, Table, event_loop_for_faust  # noqa: F401 (an autouse fixture)
+
 from faust_eos.consumer import Consumer
 from faust_eos.store import Store
-from store_support import PARTITION, Table, event_loop_for_faust  # noqa: F401 (an autouse fixture)
 
 
 def changelog_record(t: Table, offset: int, key: str, value: Optional[bytes]) -> Any:

@@ -13,8 +13,8 @@ from typing import Any, AsyncIterator
 
 import pytest
 from faust.types import TP
-
 from faust_contract_support import worker_app
+
 from faust_eos.faust_internals import ConsumerHooks
 
 PAYMENTS = TP("payments", 0)

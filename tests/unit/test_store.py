@@ -12,12 +12,12 @@ from types import SimpleNamespace
 
 import pytest
 from faust.types import TP
+from faust_contract_support import worker_app
 from prometheus_client import REGISTRY
+from store_support import PARTITION, Table, event_loop_for_faust, inside_event  # noqa: F401 (an autouse fixture)
 
 from faust_eos import StoreRefused
 from faust_eos.store import CHECKPOINT_KEY, PARTITIONS_KEY
-from faust_contract_support import worker_app
-from store_support import PARTITION, Table, event_loop_for_faust, inside_event  # noqa: F401 (an autouse fixture)
 
 
 def test_a_write_is_read_at_once_but_reaches_rocksdb_only_with_its_commit_and_checkpoint(tmp_path):
@@ -173,7 +173,8 @@ def test_a_checkpoint_written_by_faust_s_own_store_or_an_older_release_is_untrus
 def test_every_partition_has_its_restore_series_at_zero_before_any_restore(tmp_path):
     # rate() cannot see the first count of a series that appears already counting
     name = f"fresh-{uuid.uuid4().hex[:6]}"
-    worker_app(store="eos-rocksdb://", tabledir=tmp_path).Table(name, default=None, partitions=3).data
+    table = worker_app(store="eos-rocksdb://", tabledir=tmp_path).Table(name, default=None, partitions=3)
+    assert table.data is not None  # the store is made on first use
     values = [REGISTRY.get_sample_value("faust_eos_changelog_records_restored_total",
                                         {"table": name, "partition": str(partition), "kind": "active"})
               for partition in range(4)]

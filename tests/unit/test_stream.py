@@ -9,11 +9,11 @@ import asyncio
 from typing import Any
 
 import faust
-
 from faust_contract_support import worker_app
+from test_unpacking import Payment, batch_event
+
 from faust_eos import stream as stream_module
 from faust_eos.stream import Stream
-from test_unpacking import Payment, batch_event
 
 
 def payments(*cents: int) -> list[bytes]:

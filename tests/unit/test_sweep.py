@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 from prometheus_client import REGISTRY
+from store_support import PARTITION, Table, event_loop_for_faust, inside_event  # noqa: F401 (an autouse fixture)
 
 from faust_eos import StoreRefused
 from faust_eos.sweep import Sweep
-from store_support import PARTITION, Table, event_loop_for_faust, inside_event  # noqa: F401 (an autouse fixture)
 
 
 def swept(table: str) -> float:

@@ -18,11 +18,11 @@ from faust.exceptions import PartitionsMismatch
 from faust.models.fields import StringField
 from faust.streams import _current_event
 from faust.types import TP
+from faust_contract_support import worker_app
+from store_support import inside_event
 
 import faust_eos
-from faust_contract_support import worker_app
 from faust_eos.staging import SourceTP
-from store_support import inside_event
 
 CHANGELOG = "contract-totals-changelog"
 

@@ -13,11 +13,11 @@ import faust
 import pytest
 from aiokafka.structs import RecordMetadata
 from faust.types import TP
+from faust_contract_support import worker_app
+from store_support import inside_event
 
 import faust_eos
-from faust_contract_support import worker_app
 from faust_eos.staging import SourceTP, resolve
-from store_support import inside_event
 
 
 class Total(faust.Record, serializer="json"):

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
+from fakes import FakeProducer, error
 from prometheus_client import REGISTRY
 
-from fakes import FakeProducer, error
 from faust_eos import transaction as transaction_module
 from faust_eos.metrics import TRANSACTION_STEPS
 from faust_eos.staging import SourceTP, StagedRecord

@@ -2,7 +2,6 @@
 import pytest
 
 from kafka_ops.offsets import PartitionOffsets
-from kafka_ops.wire import NO_TAGS, Reader, compact_array, compact_string, int16, int32, int64
 from kafka_ops.transaction_requests import (
     PartitionProducer,
     Transaction,
@@ -14,6 +13,7 @@ from kafka_ops.transaction_requests import (
     write_markers_body,
 )
 from kafka_ops.transactions import hanging_reasons, lso_rows, transaction_rows
+from kafka_ops.wire import NO_TAGS, Reader, compact_array, compact_string, int16, int32, int64
 
 NOW_MS = 1_000_000
 

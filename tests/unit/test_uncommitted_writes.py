@@ -39,7 +39,8 @@ def writes() -> tuple[TableWrites, list]:
 
 
 def write(w: TableWrites, key: bytes, value: Any, offset: int, source: SourceTP = A) -> int:
-    raw = None if value is DELETED else (value.dumps() if isinstance(value, faust.Record) else json.dumps(value).encode())
+    raw = None if value is DELETED else (value.dumps() if isinstance(value, faust.Record)
+                                         else json.dumps(value).encode())
     return w.write(0, key, value, raw, source, offset)
 
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import faust
 from faust.types import TP
+from faust_contract_support import fetched_batch, record, worker_app
 
 import faust_eos
-from faust_contract_support import fetched_batch, record, worker_app
 from faust_eos.batches import DEFAULT_MAX_RECORDS, Batch, batch_records, batched_topics
 from faust_eos.delivery import Delivery
 from faust_eos.unpacking import first_record_not_done
@@ -67,8 +67,10 @@ def test_a_batch_comes_out_of_the_queue_as_an_event_per_record_as_faust_decodes_
         for got, fetched_record in zip(unpacked, fetched(*values)):
             want = await as_faust.decode(app.consumer._to_message(PAYMENTS, fetched_record), propagate=True)
             assert (got.key, got.value, got.headers) == (want.key, want.value, want.headers)
-            assert [getattr(got.message, name) for name in ("topic", "partition", "offset", "timestamp", "key", "value")] \
-                == [getattr(want.message, name) for name in ("topic", "partition", "offset", "timestamp", "key", "value")]
+            assert ([getattr(got.message, name)
+                     for name in ("topic", "partition", "offset", "timestamp", "key", "value")]
+                    == [getattr(want.message, name)
+                        for name in ("topic", "partition", "offset", "timestamp", "key", "value")])
             assert got.message.tp == PAYMENTS and got.message.generation_id == want.message.generation_id
 
     asyncio.run(scenario())

@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from agents.models import Payment
 from agents import validation
+from agents.models import Payment
 from agents.validation import FIELDS, Reason, Rejection, parse_payment
 
 MAX_BYTES = 4096
