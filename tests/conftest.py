@@ -13,9 +13,20 @@ import pytest
 os.environ.setdefault("BROKER_SECURED", "true")
 
 import config  # noqa: E402
-from tools import broker  # noqa: E402
 from tests.integration.corpus_support import kill_workers_left  # noqa: E402
+from tools import broker  # noqa: E402
 from tools.run import PipelineRun  # noqa: E402
+
+NEEDS_BROKER = ("tests/integration/", "tests/faults/")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every file of the tiers that need the broker says so (``pytestmark = pytest.mark.broker``), so that
+    ``-m "not broker"`` leaves them all out."""
+    unmarked = sorted({item.nodeid.split("::")[0] for item in items
+                       if item.nodeid.startswith(NEEDS_BROKER) and item.get_closest_marker("broker") is None})
+    if unmarked:
+        raise pytest.UsageError(f"needs the broker but is not marked broker: {', '.join(unmarked)}")
 
 
 @pytest.fixture(scope="session")

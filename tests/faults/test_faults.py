@@ -12,6 +12,8 @@ import pytest
 from tools.fault_outcome import Outcome, summary
 from tools.faults import FAULTS, FaultRun, Plan
 
+pytestmark = pytest.mark.broker
+
 SHORT = dict(workers=3, partitions=6, rate=150.0, duration_s=30.0)
 
 
@@ -23,7 +25,7 @@ def execute(plan: Plan, guarantee: str, tmp_path: Path) -> Outcome:
     """One fault run; markers the harness had to write for the broker show in pytest's warnings."""
     outcome = FaultRun(plan, guarantee, tmp_path).execute()
     for line in outcome.lost_markers_written:
-        warnings.warn(BrokerLostMarkers(line))
+        warnings.warn(BrokerLostMarkers(line), stacklevel=2)
     return outcome
 
 

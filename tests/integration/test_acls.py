@@ -22,6 +22,8 @@ from app.reconcile import reconcile_until_settled
 from tests.integration.principals import Principal, as_super_user, lacking, settings_of
 from tools.workers import free_port, wait_for
 
+pytestmark = pytest.mark.broker
+
 DRAIN_S = 180  # bounds a hang on a shared machine; not a timing check
 START_S = 90
 ROOT = Path(config.__file__).resolve().parent.parent

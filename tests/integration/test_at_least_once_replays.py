@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from confluent_kafka.admin import AclOperation, AdminClient, ResourceType
 
 from app import acls
@@ -16,6 +17,8 @@ from app.loadgen import LoadSpec, produce
 from app.reconcile import reconcile_until_settled
 from tests.integration.principals import Principal, as_super_user, lacking, settings_of
 from tools.workers import wait_for
+
+pytestmark = pytest.mark.broker
 
 DRAIN_S = 180  # bounds a hang on a shared machine; not a timing check
 

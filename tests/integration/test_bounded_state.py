@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 import threading
 
+import pytest
 from confluent_kafka import Producer
+from worker_metrics import scrape, value
 
 from app.loadgen import LoadSpec
 from app.reconcile import read_committed
 from tools.workers import wait_for
-from worker_metrics import scrape, value
+
+pytestmark = pytest.mark.broker
 
 DRAIN_S = 180  # bounds a hang on a shared machine; not a timing check
 RETENTION_S = 10

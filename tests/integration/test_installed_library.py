@@ -24,10 +24,12 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
-from config import REPO_ROOT
 from app.kafka import admin, producer_config
 from app.reconcile import read_committed
+from config import REPO_ROOT
 from tools.workers import free_port, wait_for
+
+pytestmark = pytest.mark.broker
 
 CONFIG_PY = '''
 """Settings of the word-window app (a module named like the example pipeline's own package)."""

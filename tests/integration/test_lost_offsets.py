@@ -6,9 +6,13 @@ hold what the lost offsets committed with.
 """
 from __future__ import annotations
 
+import pytest
+
 from app.kafka import admin
 from app.loadgen import LoadSpec
 from tools.workers import wait_for
+
+pytestmark = pytest.mark.broker
 
 DRAIN_S = 180  # generous: the machine is shared; this bounds a hang, it is not a timing check
 

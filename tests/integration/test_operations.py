@@ -5,12 +5,15 @@ import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from prometheus_client.samples import Sample
+from worker_metrics import scrape, series, value
 
 from app.kafka import ensure_topics
 from app.loadgen import LoadSpec
 from tools.workers import Worker, wait_for
-from worker_metrics import scrape, series, value
+
+pytestmark = pytest.mark.broker
 
 DRAIN_S = 180  # bounds a hang on a shared machine; not a timing check
 TABLES = ("seen-events", "merchant-totals", "merchant-window-totals", "stream-times")
@@ -42,7 +45,8 @@ def test_metrics_are_served_and_move_while_a_load_runs(pipeline):
     assert report["ok"], report["problems"]
     after = scrape(worker)
 
-    assert value(after, "faust_eos_transactions_committed_total") > value(during, "faust_eos_transactions_committed_total")
+    assert (value(after, "faust_eos_transactions_committed_total")
+            > value(during, "faust_eos_transactions_committed_total"))
     # every input record was processed exactly once: no fault, no repeat
     assert value(after, "faust_eos_events_in_total", agent="ingest", topic=input_topic) == load.produced
     assert value(after, "faust_eos_events_deduplicated_total", agent="ingest") == load.by_kind["duplicate"]
@@ -105,7 +109,8 @@ def test_ready_flips_only_once_tables_are_restored(pipeline):
     assert value(samples, "faust_eos_recovery_remaining_records") == 0
     for merchant, expected in report["expected_totals"].items():
         status, total = get_json(fresh, f"/merchants/{merchant}/")
-        assert status == 200 and (total["count"], total["amount_cents"]) == (expected["count"], expected["amount_cents"])
+        assert status == 200 and ((total["count"], total["amount_cents"])
+                                  == (expected["count"], expected["amount_cents"]))
     assert run.stop_all() == {"worker-0": 0, "worker-1": 0}
 
 
@@ -162,7 +167,8 @@ def takeover(pipeline, standby_replicas: int) -> dict[str, float]:
         wait_for(lambda: value(scrape(staying), "faust_eos_recovery_remaining_records", kind="standby") == 0,
                  timeout=DRAIN_S, what="the standby replicas to catch up")
     # the leaving worker's input partitions, hence the table partitions that move
-    moving = {(labels["topic"], labels["partition"]) for labels in series(scrape(leaving), "faust_eos_consumer_lag_records")}
+    moving = {(labels["topic"], labels["partition"])
+              for labels in series(scrape(leaving), "faust_eos_consumer_lag_records")}
     source_of = {"seen-events": run.settings.input_topic}
     moved = {(table, partition) for table in TABLES for topic, partition in moving
              if topic == source_of.get(table, run.settings.by_merchant_topic)}

@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 
 import pytest
+from worker_metrics import scrape, value
 
 from app.loadgen import LoadSpec
 from tools.workers import wait_for
-from worker_metrics import scrape, value
+
+pytestmark = pytest.mark.broker
 
 GUARANTEES = ["exactly_once", "at_least_once"]
 DRAIN_S = 180  # generous: the machine is shared; this bounds a hang, it is not a timing check

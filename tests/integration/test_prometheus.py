@@ -21,6 +21,8 @@ from app.loadgen import LoadSpec
 from tests.prometheus_files import ALERT_RULES, DASHBOARD, SCRAPE_CONFIG, command
 from tools.workers import free_port, http_get, wait_for
 
+pytestmark = pytest.mark.broker
+
 JOB = "faust-eos"
 SCRAPE_S = 5  # the shipped scrape interval
 DRAIN_S = 180  # bounds a hang on a shared machine; not a timing check
@@ -155,7 +157,8 @@ def test_the_dashboard_queries_return_data_add_up_to_the_load_and_the_alert_rule
                             ("aborted", "transactions_aborted"), ("fenced", "producers_fenced"),
                             ("input partitions committed (both guarantees)", "input_partitions_committed")]:
         got = sum(summed(queries[f"Commits per second: {legend}"]).values())
-        counted = sum(prometheus.query(f'max_over_time(faust_eos_{counter}_total{{job="{JOB}"}}[{math.ceil(end - started)}s])',
+        counted = sum(prometheus.query(f'max_over_time(faust_eos_{counter}_total{{job="{JOB}"}}'
+                                       f'[{math.ceil(end - started)}s])',
                                        end).values())
         assert close_to(got, counted), (legend, got, counted)
     restored = summed(queries["Changelog recovery: restored/s {{instance}} ({{kind}})"])
@@ -168,7 +171,8 @@ def test_the_dashboard_queries_return_data_add_up_to_the_load_and_the_alert_rule
 
     # 3. the commit latency quantiles are ordered, within the histogram's buckets
     during = (started + loaded) / 2
-    p50, p95, p99 = (prometheus.query(queries[f"Commit latency (one partition's transaction): {q}"], during).get((), math.nan)
+    p50, p95, p99 = (prometheus.query(queries[f"Commit latency (one partition's transaction): {q}"],
+                                      during).get((), math.nan)
                      for q in ("p50", "p95", "p99"))
     assert 0 < p50 <= p95 <= p99 <= 30, (p50, p95, p99)
 
@@ -176,18 +180,21 @@ def test_the_dashboard_queries_return_data_add_up_to_the_load_and_the_alert_rule
     keys = {by(k, "table"): v for k, v in prometheus.query(queries["Table keys: {{table}}"], end).items()}
     assert keys["merchant-totals"] == report["merchants"], keys
     assert keys["seen-events"] == report["counted_events"], keys
-    lags = prometheus.query(queries["Consumer lag per partition (LSO - position, read_committed): {{topic}}[{{partition}}]"], end)
+    lags = prometheus.query(queries["Consumer lag per partition (LSO - position, read_committed): "
+                                    "{{topic}}[{{partition}}]"], end)
     assert len(lags) == 12 and set(lags.values()) == {0}, lags
     lso_lags = prometheus.query(queries["LSO lag per partition (high watermark - LSO): {{topic}}[{{partition}}]"], end)
     assert lso_lags and set(lso_lags.values()) == {0}, lso_lags
     remaining = prometheus.query(queries["Changelog recovery: remaining {{instance}} {{table}} ({{kind}})"], end)
     assert set(remaining.values()) == {0}, remaining
     assert list(prometheus.query(queries["Ready workers: {{instance}}"], end).values()) == [1]
-    assert list(prometheus.query(queries["Reconciler: watermark lag and differences: watermark lag"], end).values()) == [0]
+    assert list(prometheus.query(queries["Reconciler: watermark lag and differences: watermark lag"],
+                                 end).values()) == [0]
     differences = prometheus.query(queries["Reconciler: watermark lag and differences: differences: {{kind}}"], end)
     assert {by(k, "kind"): v for k, v in differences.items()} == {"missing": 0, "extra": 0, "mismatched": 0}
 
-    # 5. the alert rules loaded and evaluate without errors; nothing fires, nor is pending, but the gone worker's absence
+    # 5. the alert rules loaded and evaluate without errors; nothing fires, nor is pending, but the gone worker's
+    # absence
     rules = [rule for group in prometheus.api("rules")["groups"] for rule in group["rules"]]
     assert {rule["name"] for rule in rules} == {"FaustEosWorkerDown", "FaustEosWorkerNotReady",
                                                 "FaustEosHangingTransaction", "FaustEosLsoLagGrowing",

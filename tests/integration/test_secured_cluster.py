@@ -16,12 +16,14 @@ import threading
 from pathlib import Path
 
 import pytest
+from worker_metrics import scrape, series
 
 import config
 from app.loadgen import LoadSpec
 from tools.broker_security import issue, make_ca
 from tools.workers import free_port, wait_for
-from worker_metrics import scrape, series
+
+pytestmark = pytest.mark.broker
 
 DRAIN_S = 180  # bounds a hang on a shared machine; not a timing check
 START_S = 90  # a worker refused at start exits long before this; it bounds a retry loop

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import uuid
 
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
@@ -21,6 +22,8 @@ from app.kafka import admin, producer_config
 from app.reconcile import read_committed
 from kafka_ops.offsets import admin_end_offsets, read_offsets
 from tools.workers import free_port, http_get, wait_for
+
+pytestmark = pytest.mark.broker
 
 APP = '''
 import faust

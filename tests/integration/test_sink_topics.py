@@ -8,12 +8,15 @@ import subprocess
 import sys
 import uuid
 
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
 from app.kafka import admin, producer_config
 from kafka_ops.topics import partition_counts
 from tools.workers import free_port, wait_for
+
+pytestmark = pytest.mark.broker
 
 APP = '''
 import faust

@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from rocksdict import Options, Rdict
+from worker_metrics import scrape, value
 
 from app.kafka import producer_config
 from app.loadgen import LoadSpec
 from faust_eos.store import CHECKPOINT_KEY, OWN_KEYS
 from tools.workers import wait_for
-from worker_metrics import scrape, value
+
+pytestmark = pytest.mark.broker
 
 DRAIN_S = 180  # bounds a hang on a shared machine; not a timing check
 RESTORED = "faust_eos_changelog_records_restored_total"
@@ -111,7 +113,8 @@ def test_a_checkpoint_past_a_commit_whose_markers_are_still_missing_is_trusted_o
     late.begin_transaction()
     offsets: list[int] = []
     changelog = f"{run.settings.app_id}-merchant-totals-changelog"
-    late.produce(changelog, key=key, value=table_value, partition=0, on_delivery=lambda err, msg: offsets.append(msg.offset()))
+    late.produce(changelog, key=key, value=table_value, partition=0,
+                 on_delivery=lambda err, msg: offsets.append(msg.offset()))
     late.flush(30)
     db.put(CHECKPOINT_KEY, str(offsets[0]).encode())
     db.close()

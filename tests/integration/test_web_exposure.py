@@ -10,6 +10,8 @@ import pytest
 from app.loadgen import LoadSpec
 from tools.workers import Worker, wait_for
 
+pytestmark = pytest.mark.broker
+
 DRAIN_S = 180  # bounds a hang on a shared machine; not a timing check
 PATHS = ("/", "/metrics", "/health", "/ready", "/commits/", "/router/", "/merchants/", "/merchants/m001/",
          "/merchants/m001/windows/")
