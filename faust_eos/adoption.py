@@ -37,7 +37,7 @@ from faust_eos.topic import Topic
 log = logging.getLogger(__name__)
 
 #: Faust's own classes, and the library's subclass each is adopted as
-ADOPTED = {faust.Topic: Topic, faust.Table: Table, faust.Stream: Stream}
+ADOPTED: dict[type, type] = {faust.Topic: Topic, faust.Table: Table, faust.Stream: Stream}
 
 
 def adopt(app: Any) -> int:

@@ -42,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, cast
 
 from aiokafka.structs import RecordMetadata
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -140,6 +140,7 @@ class PlainProducer:
         while True:
             if self._closed:
                 raise KafkaException(KafkaError(KafkaError._DESTROY, "the at-least-once producer closed"))
+            assert self._producer is not None
             self._producer.poll(0)  # not closed: the producer is there (it is replaced only between deliveries)
             if not deliveries.waiting or time.monotonic() >= served_by:
                 return
@@ -214,8 +215,8 @@ class HeldSends:
         if topic in self.tables.changelog_topics:  # a write by Faust's own table path
             if event is not None:
                 source, offset = SourceTP(event.message.topic, event.message.partition), event.message.offset
-            else:  # commits with the next commit, whatever its offsets
-                source, offset = SourceTP(topic, partition), UNBOUND
+            else:  # commits with the next commit, whatever its offsets (a changelog write names its partition)
+                source, offset = SourceTP(topic, cast(int, partition)), UNBOUND
             self.tables.hold(staged_record(topic, key, value, partition, timestamp, headers, offset, committed), source)
         elif event is not None:
             self.staging.add_in_event(event, topic, key, value, partition, timestamp, headers, committed)

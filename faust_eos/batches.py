@@ -26,7 +26,7 @@ letters. The ``eos://`` transport builds the batches (:mod:`faust_eos.consumer`)
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional, Sequence, cast
 
 import faust
 from aiokafka.structs import ConsumerRecord
@@ -127,7 +127,7 @@ def _batch_record(records: Sequence[ConsumerRecord]) -> ConsumerRecord:
     )
 
 
-class Batches(faust.Schema):
+class Batches(faust.Schema[Any, Any]):
     """A topic's schema that hands its agents one :class:`Batch` per fetched batch of a partition.
 
     Takes the arguments of :class:`faust.Schema`, which decode each record of
@@ -181,7 +181,7 @@ def batched_topics(channels: Iterable[Any]) -> dict[str, Optional[int]]:
         schema = getattr(channel, "schema", None)
         explicit = isinstance(schema, Batches)
         unpacks = getattr(channel, "unpacks_batches", None)
-        max_records = (schema.max_records if explicit else
+        max_records = (cast(Batches, schema).max_records if explicit else
                        DEFAULT_MAX_RECORDS if unpacks is not None and unpacks() else None)
         for name in getattr(channel, "topics", None) or ():
             if with_schema.setdefault(name, explicit) != explicit:

@@ -61,8 +61,8 @@ class Codecs:
         self._json = (faust_internals.json_codec_is_orjson()
                       and type(faust_codecs.get_codec("json")) is faust_codecs.json)
         self._raw = type(faust_codecs.get_codec("raw")) is faust_codecs.raw
-        self._encoders: dict[tuple, Encoder] = {}
-        self._decoders: dict[tuple, Decoder] = {}
+        self._encoders: dict[tuple[Any, ...], Encoder] = {}
+        self._decoders: dict[tuple[Any, ...], Callable[[Optional[bytes]], Any]] = {}
 
     # -- encoding ----------------------------------------------------------------
     def dumps_key(self, typ: Any, key: Any, serializer: Any = None) -> Optional[bytes]:
@@ -97,11 +97,12 @@ class Codecs:
         faust_dumps = getattr(self._registry, f"dumps_{part}")
 
         def by_faust(v: Any) -> Optional[bytes]:
-            return faust_dumps(typ, v, serializer=serializer)
+            raw: Optional[bytes] = faust_dumps(typ, v, serializer=serializer)
+            return raw
 
         fast = self._fast_encoder(part, typ, serializer, type(value), by_faust)
         expected = by_faust(value)
-        encoder = by_faust
+        encoder: Encoder = by_faust
         if fast is not None:
             got = fast(value)
             if got == expected:

@@ -15,7 +15,7 @@ import asyncio
 import contextvars
 import gc
 import logging
-from typing import Any, AsyncIterator, Iterable, Mapping, Optional, Set, Union
+from typing import Any, AsyncIterator, Iterable, Mapping, Optional, Set, Union, cast
 
 from aiokafka.errors import KafkaError as AioKafkaError
 from confluent_kafka import KafkaException
@@ -97,7 +97,8 @@ class Consumer(RecoveryReads):
         at_least_once the held sends, inside an event.
         """
         if self.in_transaction:
-            return self.transactions if self.transactions.started else None
+            transactions = cast(TransactionManager, self.transactions)
+            return transactions if transactions.started else None
         return self.held_sends if current_event() is not None else None
 
     async def run_commit_timer(self) -> None:
@@ -146,9 +147,9 @@ class Consumer(RecoveryReads):
     async def force_commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
         self._commits_begun += 1
         try:
-            committed = await super().force_commit(topics, start_new_transaction=start_new_transaction)
+            committed: bool = await super().force_commit(topics, start_new_transaction=start_new_transaction)
             if self.in_transaction:
-                await self.transactions.commit_outside_events(self.delivery.committable)
+                await cast(TransactionManager, self.transactions).commit_outside_events(self.delivery.committable)
         finally:
             self._commit_ended.set()
         return committed
@@ -156,7 +157,7 @@ class Consumer(RecoveryReads):
     def uncommitted_records(self) -> int:
         """How many records (outputs and table writes) wait for their commit."""
         if self.in_transaction:
-            return self.transactions.uncommitted()
+            return cast(TransactionManager, self.transactions).uncommitted()
         return self._held_sends.uncommitted() if self._held_sends is not None else 0
 
     async def _wait_for_room(self) -> None:
@@ -211,7 +212,7 @@ class Consumer(RecoveryReads):
             self._held_sends.drop(revoked)
         await super().on_partitions_revoked(revoked)
 
-    async def fetch_batch(self, active_partitions: Optional[Set[TP]], timeout: float) -> Mapping[TP, list]:
+    async def fetch_batch(self, active_partitions: Optional[Set[TP]], timeout: float) -> Mapping[TP, list[Any]]:
         started = self.delivery.fetch_started()
         records = await super().fetch_batch(active_partitions, timeout)
         offered, ignored = self.delivery.fetched(records, started)
@@ -221,7 +222,7 @@ class Consumer(RecoveryReads):
                 await self._seek_source(tp, resume)
         return self._condensed(offered)
 
-    def _condensed(self, records: Mapping[TP, list]) -> Mapping[TP, list]:
+    def _condensed(self, records: Mapping[TP, list[Any]]) -> Mapping[TP, list[Any]]:
         """Each fetched batch Faust need not see record by record, as one record.
 
         A changelog batch becomes its last record, the rest left with the table's
@@ -300,7 +301,9 @@ class Consumer(RecoveryReads):
                 faust_internals.forget_acks_below(self, tp, committed)
         return offsets
 
-    async def seek_to_committed(self) -> Mapping[TP, Optional[int]]:
+    async def seek_to_committed(  # type: ignore[override]  # Faust's signature says int; None: never committed
+        self,
+    ) -> Mapping[TP, Optional[int]]:
         return await self._position_sources()
 
     async def _seek_source(self, tp: TP, offset: int) -> None:
@@ -333,7 +336,7 @@ class Consumer(RecoveryReads):
             committed = await self._committed_offsets(sources)
             never_committed = [tp for tp in never_positioned if committed.get(tp) is None]
             if never_committed and self.in_transaction:
-                await self.transactions.refuse_lost_offsets(committed, assigned_sources)
+                await cast(TransactionManager, self.transactions).refuse_lost_offsets(committed, assigned_sources)
             first_offsets = await self.earliest_offsets(*never_committed) if never_committed else {}
         except (KafkaException, AioKafkaError) as exc:
             # The broker is away for longer than the reads wait (a restart on a busy machine).
@@ -383,11 +386,11 @@ class Consumer(RecoveryReads):
         # Under exactly-once only partitions of the current assignment, once the worker's id is
         # claimed: the group refuses a previous owner's offsets from this generation on, and the
         # stable read waits for any it sent before, so the committed offset read is final.
-        return self.transactions.owns(tp) if self.in_transaction else True
+        return cast(TransactionManager, self.transactions).owns(tp) if self.in_transaction else True
 
     async def _committed_offsets(self, tps: list[TP]) -> Mapping[TP, Optional[int]]:
         if self.in_transaction:
-            return await self.transactions.stable_committed_offsets(tps)
+            return await cast(TransactionManager, self.transactions).stable_committed_offsets(tps)
         if not tps:
             return {}
         if self._offsets_reader is None:

@@ -79,7 +79,7 @@ import importlib.metadata
 import math
 import sys
 import weakref
-from typing import Any, AsyncIterator, Callable, Iterable, Mapping, MutableMapping, Optional
+from typing import Any, AsyncGenerator, Callable, Iterable, Mapping, MutableMapping, Optional, cast
 
 import faust
 from faust import streams as faust_streams
@@ -133,10 +133,10 @@ class ConsumerHooks(faust_aiokafka.Consumer):
     name and calls ``super()`` for Faust's.
     """
 
-    async def _getmany(self, active_partitions: Optional[set[TP]], timeout: float) -> Mapping[TP, list]:
+    async def _getmany(self, active_partitions: Optional[set[TP]], timeout: float) -> Mapping[TP, list[Any]]:
         return await self.fetch_batch(active_partitions, timeout)
 
-    async def fetch_batch(self, active_partitions: Optional[set[TP]], timeout: float) -> Mapping[TP, list]:
+    async def fetch_batch(self, active_partitions: Optional[set[TP]], timeout: float) -> Mapping[TP, list[Any]]:
         """One fetch from the broker: records per partition, before Faust hands them out."""
         return await super()._getmany(active_partitions, timeout)
 
@@ -224,7 +224,8 @@ class ConsumerThreadHooks(faust_aiokafka.AIOKafkaConsumerThread):
     def _create_worker_consumer(self, transport: Any) -> Any:
         consumer = super()._create_worker_consumer(transport)
         # both read once, by the fetcher its start() builds
-        wait_ms, min_bytes = self.consumer.fetch_wait_ms(), self.consumer.fetch_min_bytes()
+        hooks = cast(ConsumerHooks, self.consumer)  # the consumer whose _new_consumer_thread made this thread
+        wait_ms, min_bytes = hooks.fetch_wait_ms(), hooks.fetch_min_bytes()
         if wait_ms is not None:
             consumer._fetch_max_wait_ms = wait_ms
         if min_bytes is not None:
@@ -244,7 +245,7 @@ class TopicHooks(faust.Topic):
 
     def _compile_decode(self) -> None:
         super()._compile_decode()
-        self.decode = self.decoder(self.decode)
+        cast(Any, self).decode = self.decoder(self.decode)  # Faust sets it as an attribute, over its method
 
     def decoder(self, faust_decode: Callable[..., Any]) -> Callable[..., Any]:
         """What decodes each record this topic is handed (``faust_decode``: Faust's for its schema)."""
@@ -261,15 +262,17 @@ class TopicHooks(faust.Topic):
         return None
 
 
-class StreamHooks(faust.Stream):
+class StreamHooks(faust.Stream[Any]):
     """Faust's stream with the private parts an iterator of its own needs, under public names."""
+
+    _processors: list[Callable[[Any], Any]]  # Faust's: always a list
 
     @property
     def processors(self) -> list[Callable[[Any], Any]]:
         """The processors each value goes through before the stream hands it out (``add_processor``)."""
         return self._processors
 
-    def begin_iterating(self, iterator: AsyncIterator[Any]) -> None:
+    def begin_iterating(self, iterator: AsyncGenerator[Any, None]) -> None:
         """Note that ``iterator`` iterates this stream: no processor may be added now, and it is closed when the
         stream stops."""
         self._finalized = True
@@ -305,7 +308,8 @@ def compile_decode(topic: Any) -> None:
 
 def committed_offsets(consumer: Any) -> MutableMapping[TP, Optional[int]]:
     """The offsets Faust recorded as committed, per partition (it records them after each commit round)."""
-    return consumer._committed_offset
+    offsets: MutableMapping[TP, Optional[int]] = consumer._committed_offset
+    return offsets
 
 
 def acknowledged(consumer: Any, message: Any) -> None:
@@ -423,7 +427,7 @@ _PLAIN_FIELDS = (faust_fields.StringField, faust_fields.IntegerField, faust_fiel
 
 def json_codec_is_orjson() -> bool:
     """Whether Faust's json codec encodes and decodes with orjson (it does when orjson is installed)."""
-    return faust_json.orjson is not None
+    return cast(Any, faust_json).orjson is not None  # not among the module's exported names
 
 
 def is_model_class(kind: Any) -> bool:
@@ -437,7 +441,8 @@ def model_serializer(cls: Any) -> Any:
 
 def model_namespace(cls: Any) -> str:
     """The name a model's payloads carry under ``"__faust"``."""
-    return cls._options.namespace
+    namespace: str = cls._options.namespace
+    return namespace
 
 
 def model_includes_namespace(cls: Any) -> bool:
@@ -468,7 +473,7 @@ def _plain_fields(cls: Any) -> Optional[tuple[str, ...]]:
     options = cls._options
     if options.validation:
         return None
-    for name, field in options.descriptors.items():
+    for name, field in cast("Mapping[str, faust_fields.FieldDescriptor[Any]]", options.descriptors).items():
         if (type(field) not in _PLAIN_FIELDS or field.coerce or field.tag is not None or field._to_python is not None
                 or field.lazy_coercion or field.exclude or field.parent is not None
                 or not field.field == field.input_name == field.output_name == name):

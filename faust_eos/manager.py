@@ -13,7 +13,7 @@ import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterable, Mapping, Optional, Set
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping, Optional, Set, TypeVar, cast
 
 from aiokafka.errors import KafkaError as AioKafkaError
 from confluent_kafka import KafkaException
@@ -47,7 +47,14 @@ from faust_eos.staging import (
 from faust_eos.table_state import TableState
 from faust_eos.transaction import TransactionalProducer, group_metadata, worker_transactional_id
 
+if TYPE_CHECKING:
+    from faust.tables.manager import TableManager
+
+    from faust_eos.consumer import Consumer
+
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 #: how often a broker looks for transactions past their timeout to abort them (Kafka's default
 #: ``transaction.abort.timed.out.transaction.cleanup.interval.ms``), with a margin
@@ -62,7 +69,7 @@ class TransactionManager(FaustTransactionManager):
         self.staging = Staging()
         self.tables = TableState(one_source=True)  # the app's tables join it at start
         self._commits = WorkerCommits(self.staging, self.tables, self._new_worker_transaction, self._member,
-                                      lambda: self.consumer.request_rejoin())
+                                      lambda: cast("Consumer", self.consumer).request_rejoin())
         self._committed: Optional[CommittedOffsets] = None
         self._ownership = asyncio.Lock()  # commits never overlap a change of owned partitions
         self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="eos-offsets")
@@ -116,7 +123,7 @@ class TransactionManager(FaustTransactionManager):
             future = CommitFuture(loop=self.loop)
             self.stage(topic, key, value, partition, timestamp, headers, future.set_result)
             return future
-        path = self.consumer.event_paths.current()
+        path = cast("Consumer", self.consumer).event_paths.current()
         record = self.stage(topic, key, value, partition, timestamp, headers, None,
                             metadata_wanted=path is None or path.sensors_read_records)
         assert record is not None  # an output record sent inside an event
@@ -148,8 +155,9 @@ class TransactionManager(FaustTransactionManager):
             raise wait_inside_event_refused()
         self._note_topic(topic)
         await self._declare_new_topics()
-        return await self.outside.send_and_wait(staged_record(topic, key, value, partition, timestamp, headers,
-                                                              UNBOUND))
+        metadata: RecordMetadata = await self.outside.send_and_wait(
+            staged_record(topic, key, value, partition, timestamp, headers, UNBOUND))
+        return metadata
 
     def stage_future_message(self, fut: FutureMessage) -> None:
         """Stage a record from ``Topic.send_soon`` (e.g. a table changelog write)."""
@@ -157,7 +165,8 @@ class TransactionManager(FaustTransactionManager):
         self.stage(message.channel.get_topic_name(), message.key, message.value, message.partition,
                    message.timestamp, message.headers, future_resolver(fut))
 
-    def stage(self, topic, key, value, partition, timestamp, headers, committed, *,
+    def stage(self, topic: str, key: Optional[bytes], value: Optional[bytes], partition: Optional[int],
+              timestamp: Optional[float], headers: Any, committed: Optional[Callable[[RecordMetadata], None]], *,
               metadata_wanted: bool = True) -> Optional[StagedRecord]:
         """Stage a record with the transaction it belongs to; the record staged with an event's output, else None.
 
@@ -177,7 +186,8 @@ class TransactionManager(FaustTransactionManager):
                 source = SourceTP(event.message.topic, event.message.partition)
                 offset = event.message.offset
             else:
-                source, offset = self._changelog_source((topic, partition)), UNBOUND
+                # a changelog write names its partition
+                source, offset = self._changelog_source((topic, cast(int, partition))), UNBOUND
             self.tables.hold(staged_record(topic, key, value, partition, timestamp, headers, offset, committed), source)
         elif event is not None:
             record = self.staging.add_in_event(event, topic, key, value, partition, timestamp, headers, committed,
@@ -186,7 +196,7 @@ class TransactionManager(FaustTransactionManager):
             self.outside.add(staged_record(topic, key, value, partition, timestamp, headers, UNBOUND, committed))
             return None
         if self.uncommitted() >= self._max_uncommitted:
-            self.consumer.commit_early()
+            cast("Consumer", self.consumer).commit_early()
         return record
 
     def uncommitted(self) -> int:
@@ -222,7 +232,7 @@ class TransactionManager(FaustTransactionManager):
                     await self.create_topic(topic, conf.topic_partitions, conf.topic_replication_factor)
                 except AioKafkaError as exc:
                     raise self._missing(topic, f"the cluster refused to create it ({exc})") from exc
-            elif not await self._in_thread(self._committed.topic_exists, topic):
+            elif not await self._in_thread(cast(CommittedOffsets, self._committed).topic_exists, topic):
                 raise self._missing(topic, "it does not exist, and this app may not create topics "
                                            "(topic_allow_declare=False)")
             self._topics_to_declare.discard(topic)
@@ -247,7 +257,7 @@ class TransactionManager(FaustTransactionManager):
         source_offsets = {SourceTP(tp.topic, tp.partition): offset for tp, offset in offsets.items()}
         async with self._ownership:
             committed = await self._commits.run(source_offsets)
-        self.consumer.count_committed(sum(committed.values()))
+        cast("Consumer", self.consumer).count_committed(sum(committed.values()))
         return all(committed.values())
 
     async def commit_outside_events(self, committable: Callable[[TP], Optional[int]]) -> None:
@@ -294,7 +304,8 @@ class TransactionManager(FaustTransactionManager):
         async with self._ownership:
             self._commits.owned.clear()
             if not await self._commits.claim():
-                self.consumer.request_rejoin()  # unclaimed, nothing can commit: ask for another rebalance
+                # unclaimed, nothing can commit: ask for another rebalance
+                cast("Consumer", self.consumer).request_rejoin()
                 return
             self._commits.owned.update(
                 SourceTP(tp.topic, tp.partition)
@@ -311,11 +322,11 @@ class TransactionManager(FaustTransactionManager):
             bounds = await self._settled_bounds(changelog_tps)
         except KafkaException as exc:
             log.warning("Could not read the changelogs' bounds (%s); rejoining the group to check again", exc)
-            self.consumer.request_rejoin()
+            cast("Consumer", self.consumer).request_rejoin()
             return
         counts = {topic: self.consumer.topic_partitions(topic) for topic in {tp.topic for tp in changelog_tps}}
         untrusted = self.tables.untrusted(changelog_tps, bounds, counts)
-        recovery = self.app.tables.recovery
+        recovery = cast("TableManager", self.app.tables).recovery
         for tp, why in untrusted.items():
             self.tables.rebuild(tp, why)
             recovery.revoke(tp)  # recovery remembers how far it restored a partition it keeps: start over
@@ -323,7 +334,7 @@ class TransactionManager(FaustTransactionManager):
         # Faust's recovery takes "position at the end" for "restored": rewind it.
         kept = set(untrusted) & set(self.consumer.assignment())
         if kept:
-            await self.consumer.seek_to_beginning(*kept)
+            await cast("Consumer", self.consumer).seek_to_beginning(*kept)
 
     async def _settled_bounds(self, changelog_tps: Set[TP]) -> dict[TP, ChangelogBounds]:
         """The changelogs' bounds, read again while a local checkpoint is past a pending transaction.
@@ -334,6 +345,7 @@ class TransactionManager(FaustTransactionManager):
         is judged once the transaction settles, or after half the session timeout:
         this runs inside the group's rebalance, when the worker sends no heartbeats.
         """
+        assert self._committed is not None
         bounds = await self._in_thread(self._committed.restore_bounds, list(changelog_tps))
         waiting = self.tables.ahead_of_pending_commits(changelog_tps, bounds)
         if not waiting:
@@ -360,6 +372,7 @@ class TransactionManager(FaustTransactionManager):
         tps = list(tps)
         if not tps:
             return {}
+        assert self._committed is not None
         return await self._in_thread(self._committed.read, tps)
 
     async def refuse_lost_offsets(self, committed: Mapping[TP, Optional[int]], sources: Iterable[TP]) -> None:
@@ -370,6 +383,7 @@ class TransactionManager(FaustTransactionManager):
             tp for tp in self.consumer.assignment() if tp.topic in self._changelog_topics],
             standbys=self.app.assignor.assigned_standbys())
         if changelogs:
+            assert self._committed is not None
             bounds = await self._in_thread(self._committed.restore_bounds, changelogs)
             error = lost_offsets(self.app.conf.id, committed, bounds)
             if error is not None:
@@ -389,6 +403,7 @@ class TransactionManager(FaustTransactionManager):
             return {}
         within_s = min(self._transaction_timeout_ms / 1000 + EXPIRED_TRANSACTIONS_CHECK_S,
                        self.app.conf.broker_request_timeout / 2)  # Faust's recovery waits that long at most
+        assert self._committed is not None
         await self._in_thread(self._committed.wait_for_open_transactions, tps, within_s)
         return await self._in_thread(self._committed.restore_ends, tps)
 
@@ -411,12 +426,12 @@ class TransactionManager(FaustTransactionManager):
 
     def _member(self) -> Optional[bytes]:
         """This worker's membership of the group, as the broker checks it at a commit; None while it has none."""
-        generation, member_id = self.consumer.group_membership()
+        generation, member_id = cast("Consumer", self.consumer).group_membership()
         if generation < 0 or not member_id:
             return None
         return group_metadata(self.app.conf.id, generation, member_id)
 
-    async def _in_thread(self, fn: Any, *args: Any) -> Any:
+    async def _in_thread(self, fn: Callable[..., _T], *args: Any) -> _T:
         try:
             call = self.loop.run_in_executor(self._threads, fn, *args)
         except RuntimeError:  # the threads are shut down: the worker stops

@@ -106,7 +106,7 @@ class OutsideEventSends:
 
     async def send_and_wait(self, record: StagedRecord) -> RecordMetadata:
         """Commit ``record`` (with whatever else waits) now; its metadata once committed."""
-        committed: asyncio.Future = asyncio.get_running_loop().create_future()
+        committed: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         on_committed = record.on_committed
 
         def resolve(metadata: RecordMetadata) -> None:

@@ -17,7 +17,7 @@ import queue
 import threading
 import time
 from concurrent.futures import Future
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from aiokafka.structs import RecordMetadata
 from aiokafka.structs import TopicPartition as AioTopicPartition
@@ -25,6 +25,8 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from faust_eos.security import librdkafka_client
 from faust_eos.staging import OFFSET_NOT_ASKED, StagedRecord
+
+_T = TypeVar("_T")
 
 #: longest wait for deliveries to drain a full local produce queue, per poll
 BACKPRESSURE_POLL_S = 0.05
@@ -259,11 +261,12 @@ class CallThread:
     """
 
     def __init__(self, name: str) -> None:
-        self._calls: queue.SimpleQueue[Optional[tuple[Future, Callable[..., Any], tuple]]] = queue.SimpleQueue()
+        self._calls: queue.SimpleQueue[Optional[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]]] = (
+            queue.SimpleQueue())
         threading.Thread(target=self._serve, name=name, daemon=True).start()
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
-        future: Future = Future()
+    def submit(self, fn: Callable[..., _T], *args: Any) -> Future[_T]:
+        future: Future[_T] = Future()
         self._calls.put((future, fn, args))
         return future
 

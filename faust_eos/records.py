@@ -27,7 +27,9 @@ def new_record(cls: type[R], **values: Any) -> R:
     if fields is None:
         return cls(**values)
     if tuple(values) == fields:
-        return faust_internals.build_record(cls, fields, values, in_order=True)
+        record: R = faust_internals.build_record(cls, fields, values, in_order=True)
+        return record
     if values.keys() != set(fields):
         return cls(**values)
-    return faust_internals.build_record(cls, fields, values)
+    record = faust_internals.build_record(cls, fields, values)
+    return record

@@ -9,7 +9,7 @@ wrong; :class:`RecoveryReads` answers them, and the worker's consumer
 from __future__ import annotations
 
 import logging
-from typing import Mapping, Optional, Set
+from typing import TYPE_CHECKING, Mapping, Optional, Set, cast
 
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import KafkaException
@@ -17,6 +17,11 @@ from faust.tables.recovery import RebalanceAgain
 from faust.types import TP
 
 from faust_eos.faust_internals import ConsumerHooks
+
+if TYPE_CHECKING:
+    from faust.tables.manager import TableManager
+
+    from faust_eos.manager import TransactionManager
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +70,7 @@ class RecoveryReads(ConsumerHooks):
         # markers, not records. Asked of the broker: the offset past the last committed record.
         if self.in_transaction:
             try:
-                return await self.transactions.restore_ends(partitions)
+                return await cast("TransactionManager", self.transactions).restore_ends(partitions)
             except KafkaException as exc:
                 # The broker is away for longer than the reads wait: restore again after a rebalance.
                 log.warning("Could not read where the changelogs end (%s); rejoining the group to restore again", exc)
@@ -94,7 +99,7 @@ class RecoveryReads(ConsumerHooks):
             # consumer's position runs ahead of records not yet applied (fetched, or
             # queued for the tables), which that guess skipped. highwaters() says where
             # the last record is, so no guess is needed: answer how far recovery applied.
-            recovery = self.app.tables.recovery
+            recovery = cast("TableManager", self.app.tables).recovery
             applied = recovery.active_offsets.get(tp, recovery.standby_offsets.get(tp))
             return -1 if applied is None else applied
         return await super().position(tp)

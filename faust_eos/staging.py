@@ -80,7 +80,7 @@ class StagedRecord:
     def __await__(self) -> Any:
         return self.as_future().__await__()
 
-    def add_done_callback(self, fn: Callable[[asyncio.Future], None], *, context: Any = None) -> None:
+    def add_done_callback(self, fn: Callable[[asyncio.Future[Any]], None], *, context: Any = None) -> None:
         """Call ``fn`` with the record's future once the record is committed.
 
         Faust's own callback for a send it published without a callback of its own
@@ -90,7 +90,7 @@ class StagedRecord:
             self.metadata_wanted = True
         self._made_future().add_done_callback(fn, context=context)
 
-    def remove_done_callback(self, fn: Callable[[asyncio.Future], None]) -> int:
+    def remove_done_callback(self, fn: Callable[[asyncio.Future[Any]], None]) -> int:
         """Remove ``fn`` from the callbacks (as ``asyncio.wait`` does); how many were removed."""
         return 0 if self.future is None else self.future.remove_done_callback(fn)
 
@@ -240,7 +240,7 @@ def future_resolver(fut: Any) -> Callable[[RecordMetadata], None]:
     return committed
 
 
-class CommitFuture(asyncio.Future):
+class CommitFuture(asyncio.Future[Any]):
     """Resolves with a staged record's metadata once the commit of its event makes it durable (see
     :meth:`StagedRecord.as_future`; a send by Faust's own topic returns one directly).
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import itertools
 import logging
 import shutil
-from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Set
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Sequence, Set, cast
 
 from faust.streams import current_event
 from faust.types import TP
@@ -39,6 +39,9 @@ from faust_eos.codec import codecs_of
 from faust_eos.errors import StoreRefused
 from faust_eos.staging import StagedRecord, nothing
 from faust_eos.table_writes import DECODE, DELETED, TableWrites, Write
+
+if TYPE_CHECKING:
+    from faust.tables.manager import TableManager
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +105,9 @@ class Store(faust_internals.StoreHooks):
         value until it commits (``source``: the input partition it commits with); how many more writes are kept."""
         value = DELETED if record.value is None else DECODE
         callback = record.on_committed if record.on_committed is not nothing else None
-        return self.writes.write(record.partition, record.key, value, record.value, source, record.source_offset,
-                                 callback)
+        # a changelog record of the table's: its partition and key are set
+        return self.writes.write(cast(int, record.partition), cast(bytes, record.key), value, record.value, source,
+                                 record.source_offset, callback)
 
     def held(self) -> int:
         """How many writes wait for their commit."""
@@ -145,16 +149,18 @@ class Store(faust_internals.StoreHooks):
         batch, then forget the writes they carried; how many."""
         batch = WriteBatch(raw_mode=True)
         for record, _ in records:
+            key = cast(bytes, record.key)  # a changelog record of the table's has one
             if record.value is None:
-                batch.delete(record.key)
+                batch.delete(key)
             else:
-                batch.put(record.key, record.value)
+                batch.put(key, record.value)
         batch.put(CHECKPOINT_KEY, str(checkpoint).encode())
         batch.put(FORMAT_KEY, FORMAT)
         if self.changelog_partitions is not None:
             batch.put(PARTITIONS_KEY, str(self.changelog_partitions).encode())
         self.partition_db(partition).write(batch)
-        return sum(self.writes.committed(partition, record.key, record.write, metadata) for record, metadata in records)
+        return sum(self.writes.committed(partition, cast(bytes, record.key), record.write, metadata)
+                   for record, metadata in records)
 
     def set_persisted_offset(self, tp: Any, offset: int) -> None:
         """Ignored: this store writes its checkpoints itself, with the writes they cover.
@@ -213,7 +219,7 @@ class Store(faust_internals.StoreHooks):
             write.put(CHECKPOINT_KEY, str(checkpoints[partition]).encode())
             write.put(FORMAT_KEY, FORMAT)
             self.partition_db(partition).write(write)
-        standbys = self.app.tables.recovery.standby_tps
+        standbys = cast("TableManager", self.app.tables).recovery.standby_tps
         for tp, count in applied.items():
             kind = "standby" if tp in standbys else "active"
             metrics.changelog_records_restored.labels(self.table.name, str(tp.partition), kind).inc(count)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncGenerator, AsyncIterator, Optional
+from typing import Any, AsyncGenerator, AsyncIterator, Optional, Sequence
 
 from faust.exceptions import Skip
 from faust.types import ChannelT, EventT
@@ -49,16 +49,17 @@ class Stream(StreamHooks):
     #: the event whose value went through the processors last: with ``take``, the last of the chunk
     _last_processed: Optional[Any] = None
 
-    def take(self, max_: int, within: Any) -> AsyncIterator[Any]:
+    def take(self, max_: int, within: Any) -> AsyncGenerator[Sequence[Any], None]:
         return self._inside_last_event(super().take(max_, within))
 
-    def take_events(self, max_: int, within: Any) -> AsyncIterator[Any]:
+    def take_events(self, max_: int, within: Any) -> AsyncGenerator[Sequence[EventT[Any]], None]:
         return self._inside_last_event(super().take_events(max_, within))
 
-    def take_with_timestamp(self, max_: int, within: Any, timestamp_field_name: str) -> AsyncIterator[Any]:
+    def take_with_timestamp(self, max_: int, within: Any,
+                            timestamp_field_name: str) -> AsyncGenerator[Sequence[Any], None]:
         return self._inside_last_event(super().take_with_timestamp(max_, within, timestamp_field_name))
 
-    async def _inside_last_event(self, chunks: AsyncGenerator[Any, None]) -> AsyncIterator[Any]:
+    async def _inside_last_event(self, chunks: AsyncGenerator[Any, None]) -> AsyncGenerator[Any, None]:
         """Hand out each chunk with the chunk's last event as the agent's current event."""
         try:
             async for chunk in chunks:
@@ -76,7 +77,7 @@ class Stream(StreamHooks):
         self.begin_iterating(iterator)
         return iterator
 
-    async def _values(self) -> AsyncIterator[Any]:
+    async def _values(self) -> AsyncGenerator[Any, None]:
         started_here = await self.maybe_start()
         channel = self.channel
         queue = channel.queue if isinstance(channel, ChannelT) else None
@@ -92,6 +93,7 @@ class Stream(StreamHooks):
                 acks = self.enable_acks
                 queued = queue is not None and not queue.empty()
                 if queued and time.monotonic() < turn_ends:
+                    assert queue is not None  # queued: it is
                     item = queue.get_nowait()
                 else:
                     if queued:  # the turn is over

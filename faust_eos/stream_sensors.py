@@ -88,7 +88,7 @@ def _name_in(names: Any, key: Any) -> str:
     """The name a monitor counts ``key`` (a stream or a task) under: the one it gave it, else ``str(key)``, kept."""
     if key is None:
         return str(key)
-    name = names.get(key)
+    name: Optional[str] = names.get(key)
     if name is None:
         name = names[key] = str(key)
     return name

@@ -22,15 +22,18 @@ on another store, for windowed tables and for tables with their own
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 import faust
 
 from faust_eos.event_path import EventPath
 from faust_eos.store import MISSING, Store
 
+if TYPE_CHECKING:
+    from faust_eos.consumer import Consumer
 
-class Table(faust.Table):
+
+class Table(faust.Table[Any, Any]):
     """A Faust table whose reads and writes inside events skip Faust's per-operation machinery."""
 
     def _fast_path(self) -> Optional[EventPath]:
@@ -43,7 +46,7 @@ class Table(faust.Table):
                 isinstance(self.data, Store) and self.schema is None and not self.use_partitioner
                 and not self.is_global
             )
-        return self.app.consumer.event_paths.current() if short else None
+        return cast("Consumer", self.app.consumer).event_paths.current() if short else None
 
     def __getitem__(self, key: Any) -> Any:
         path = self._fast_path()
@@ -66,13 +69,14 @@ class Table(faust.Table):
         path = self._fast_path()
         if path is None:
             return super().__contains__(key)
-        return self.data.holds_value(path.partition, self.data.raw_key(key))
+        store = cast(Store, self.data)  # the short path is on this store alone
+        return store.holds_value(path.partition, store.raw_key(key))
 
     def __setitem__(self, key: Any, value: Any) -> None:
         path = self._fast_path()
         if path is None:
             return super().__setitem__(key, value)
-        store = self.data
+        store = cast(Store, self.data)  # the short path is on this store alone
         raw_key, raw_value = store.raw_key(key), store.raw_value(value)
         self._write(path, key, raw_key, value, raw_value)
         for sensor in path.table_sensors:
@@ -83,14 +87,15 @@ class Table(faust.Table):
         if path is None:
             return super().__delitem__(key)
         # as Faust's: a tombstone whether or not the key is there
-        self._write(path, key, self.data.raw_key(key), None, None)
+        self._write(path, key, cast(Store, self.data).raw_key(key), None, None)
         for sensor in path.table_sensors:
             sensor.on_table_del(self, key)
 
     def _read(self, path: EventPath, key: Any) -> Any:
         for sensor in path.table_sensors:
             sensor.on_table_get(self, key)
-        return self.data.value_of(path.partition, self.data.raw_key(key))
+        store = cast(Store, self.data)  # the short path is on this store alone
+        return store.value_of(path.partition, store.raw_key(key))
 
     def _write(self, path: EventPath, key: Any, raw_key: bytes, value: Any, raw_value: Optional[bytes]) -> None:
         """Keep a write (``raw_value`` None: a delete) with the event being processed, until it commits."""

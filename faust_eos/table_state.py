@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence, cast
 
 from faust.types import TP
 
@@ -83,7 +83,7 @@ class TableState:
 
     def hold(self, record: StagedRecord, source: SourceTP) -> None:
         """A changelog record from Faust's own table path, committing with input partition ``source``."""
-        self._note_source((record.topic, record.partition), source)
+        self._note_source((record.topic, cast(int, record.partition)), source)  # a changelog record's: set
         if record.source_offset == UNBOUND:
             self._unbound.add(source)
         self._held += self.stores[record.topic].hold(record, source)
@@ -135,7 +135,7 @@ class TableState:
         writes: defaultdict[tuple[str, int], list[tuple[StagedRecord, Any]]] = defaultdict(list)
         checkpoints: dict[tuple[str, int], int] = {}
         for record, md in zip(records, metadata):
-            changelog = (record.topic, record.partition)
+            changelog = (record.topic, cast(int, record.partition))  # a changelog record's: set
             writes[changelog].append((record, md))
             checkpoints[changelog] = max(md.offset, checkpoints.get(changelog, -1))
         for (topic, partition), partition_writes in writes.items():

@@ -114,6 +114,7 @@ class TableWrites:
     def committable(self, partition: int, up_to: Mapping[Any, int]) -> list[tuple[bytes, Write]]:
         """Per key of ``partition``, the newest write of an event below ``up_to[its input partition]``."""
         taken = []
+        write: Optional[Write]
         for raw_key, write in self._partitions.get(partition, {}).items():
             while write is not None:
                 limit = up_to.get(write.source)

@@ -23,7 +23,7 @@ Faust's, and a rebalance waits for as few records to finish.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, cast
 
 import faust
 from faust.types import CodecArg, HeadersArg, RecordMetadata, SchemaT
@@ -35,11 +35,17 @@ from faust_eos.event_path import EventPath
 from faust_eos.faust_internals import TopicHooks
 from faust_eos.unpacking import Decode, UnpackingQueue
 
+if TYPE_CHECKING:
+    import asyncio
+
+    from faust_eos.consumer import Consumer
+    from faust_eos.staging import OutputStager
+
 
 class Topic(TopicHooks):
     """A Faust topic whose sends reach a running producer without yielding to the event loop."""
 
-    def __init__(self, app: Any, *, schema: Optional[SchemaT] = None, maxsize: Optional[int] = None,
+    def __init__(self, app: Any, *, schema: Optional[SchemaT[Any, Any]] = None, maxsize: Optional[int] = None,
                  **kwargs: Any) -> None:
         if maxsize is None and isinstance(schema, Batches):
             maxsize = max(1, app.conf.stream_buffer_maxsize // schema.max_records)
@@ -61,7 +67,7 @@ class Topic(TopicHooks):
         partition: Optional[int] = None,
         timestamp: Optional[float] = None,
         headers: Optional[HeadersArg] = None,
-        schema: Optional[SchemaT] = None,
+        schema: Optional[SchemaT[Any, Any]] = None,
         key_serializer: Optional[CodecArg] = None,
         value_serializer: Optional[CodecArg] = None,
         callback: Optional[MessageSentCallback] = None,
@@ -69,7 +75,7 @@ class Topic(TopicHooks):
     ) -> Awaitable[RecordMetadata]:
         """Send as Faust does; with no ``callback``, staged directly where the record commits."""
         app = self.app
-        path = app.consumer.event_paths.current() if callback is None and app.in_worker else None
+        path = cast("Consumer", app.consumer).event_paths.current() if callback is None and app.in_worker else None
         if path is not None:
             if (headers is None and schema is None and key_serializer is None and value_serializer is None
                     and not path.sensors_read_records):
@@ -80,7 +86,7 @@ class Topic(TopicHooks):
                     return plain.send(path, key, value, partition, timestamp)
             staging = path.staging
         else:
-            staging = app.consumer.staging_for_sends() if callback is None and app.in_worker else None
+            staging = cast("Consumer", app.consumer).staging_for_sends() if callback is None and app.in_worker else None
         if staging is None:
             return await super().send(key=key, value=value, partition=partition, timestamp=timestamp,
                                       headers=headers, schema=schema, key_serializer=key_serializer,
@@ -90,7 +96,7 @@ class Topic(TopicHooks):
         if path is None:  # outside events under exactly-once: the worker's own transactions
             return await self._send_outside_events(staging, topic, raw_key, raw_value, partition, timestamp,
                                                    open_headers, key_serializer, value_serializer)
-        stage = staging.output_stager(topic)
+        stage: OutputStager = staging.output_stager(topic)
         if not path.send_sensors:
             return stage(path, raw_key, raw_value, partition, timestamp, open_headers)
         message = PendingMessage(self, raw_key, raw_value, key_serializer=key_serializer,
@@ -157,7 +163,8 @@ class Topic(TopicHooks):
 
     async def _send_outside_events(self, staging: Any, topic: str, raw_key: Any, raw_value: Any,
                                    partition: Optional[int], timestamp: Optional[float], headers: Any,
-                                   key_serializer: Optional[CodecArg], value_serializer: Optional[CodecArg]) -> Any:
+                                   key_serializer: Optional[CodecArg],
+                                   value_serializer: Optional[CodecArg]) -> Awaitable[RecordMetadata]:
         sensors = self.app.sensors
         state = sensors.on_send_initiated(
             staging, topic,
@@ -166,11 +173,12 @@ class Topic(TopicHooks):
                                    headers=headers, callback=None, topic=topic, offset=None),
             keysize=len(raw_key) if raw_key else 0, valsize=len(raw_value) if raw_value else 0,
         )
-        committed = await staging.send(topic, raw_key, raw_value, partition, timestamp, headers)
+        committed: asyncio.Future[RecordMetadata] = await staging.send(topic, raw_key, raw_value, partition, timestamp,
+                                                                      headers)
         committed.add_done_callback(lambda done: _report(sensors, staging, state, done))
         return committed
 
-    def _encoded(self, key: Any, value: Any, headers: Optional[HeadersArg], schema: Optional[SchemaT],
+    def _encoded(self, key: Any, value: Any, headers: Optional[HeadersArg], schema: Optional[SchemaT[Any, Any]],
                  key_serializer: Optional[CodecArg], value_serializer: Optional[CodecArg]) -> tuple[Any, Any, Any]:
         """Key, value and headers as Faust's topic prepares them for its producer."""
         open_headers = self.prepare_headers(headers) if headers is not None else {}
@@ -226,13 +234,13 @@ class PlainSends:
         if not _encodes_as_faust_schema(schema):
             return
         name = topic.get_topic_name()
-        stage = self.staging.output_stager(name)
+        stage: OutputStager = self.staging.output_stager(name)
         codecs = topic.codecs()
         encode_key = codecs.encoder("key", schema.key_type, schema.key_serializer)
         encode_value = codecs.encoder("value", schema.value_type, schema.value_serializer)
         staging, sensors = self.staging, self.sensors
         monitor = sensors[0] if len(sensors) == 1 else None  # most often Faust's own monitor alone
-        send_completed = monitor.on_send_completed if monitor is not None else None
+        send_completed: Any = monitor.on_send_completed if monitor is not None else None
 
         def send(path: EventPath, key: Any, value: Any, partition: Optional[int],
                  timestamp: Optional[float]) -> Awaitable[RecordMetadata]:
@@ -250,7 +258,7 @@ class PlainSends:
 
         self.send = send
 
-    def serves(self, path: EventPath, schema: SchemaT) -> bool:
+    def serves(self, path: EventPath, schema: SchemaT[Any, Any]) -> bool:
         """Whether a plain send in the event of ``path``, with the topic's ``schema``, may take these: staged in the
         same place, seen by the same sensors, encoded the same way."""
         return (path.staging is self.staging and path.send_sensors == self.sensors and schema is self.schema
@@ -258,7 +266,7 @@ class PlainSends:
                 and schema.key_serializer == self.key_serializer and schema.value_serializer == self.value_serializer)
 
 
-def sensed_send(sensors: tuple, producer: Any, topic: str, message: Optional[PendingMessage], raw_key: Any,
+def sensed_send(sensors: tuple[Any, ...], producer: Any, topic: str, message: Optional[PendingMessage], raw_key: Any,
                 raw_value: Any) -> Callable[[RecordMetadata], None]:
     """Tell ``sensors`` a send is initiated, as Faust's topic does; what tells them it completed."""
     keysize, valsize = len(raw_key) if raw_key else 0, len(raw_value) if raw_value else 0
@@ -289,5 +297,5 @@ def _event_maker(app: Any) -> Callable[[Any, Any, Any, Any], Any]:
     """``app.create_event``, without its lookup of the app's ``Event`` setting per event unless the app
     makes its events itself."""
     if type(app).create_event is not faust.App.create_event:
-        return app.create_event
+        return cast(Callable[[Any, Any, Any, Any], Any], app.create_event)
     return partial(app.conf.Event, app)

@@ -43,7 +43,7 @@ import logging
 import struct
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, TypeVar
 
 from aiokafka.structs import RecordMetadata
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
@@ -53,6 +53,8 @@ from faust_eos.produce import CallThread, produce_all, release
 from faust_eos.staging import SourceTP, StagedRecord
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 FENCED_CODES = {
     KafkaError._FENCED,
@@ -148,7 +150,7 @@ class TransactionalProducer:
         with metrics.commit_duration.time():
             return await self._call(self._commit, records, offsets, group)
 
-    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run ``fn`` on the producer's thread; stuck once one of its steps outlasts its deadline."""
         call = asyncio.wrap_future(self._thread.submit(fn, *args))
         submitted = time.monotonic()

@@ -34,7 +34,8 @@ offset commits, and one producer writes them without a transaction
 """
 from __future__ import annotations
 
-from typing import Any, Awaitable, Optional
+import asyncio
+from typing import Any, Awaitable, Optional, cast
 
 from faust.streams import current_event
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -57,9 +58,9 @@ class Producer(faust_aiokafka.Producer):
     """
 
     def send_soon(self, fut: FutureMessage) -> None:
-        consumer = self.app.consumer
+        consumer = cast(Consumer, self.app.consumer)
         if self.app.in_transaction:
-            consumer.transactions.stage_future_message(fut)
+            cast(TransactionManager, consumer.transactions).stage_future_message(fut)
         elif (current_event() is not None
               or fut.message.channel.get_topic_name() in consumer.held_sends.tables.changelog_topics):
             consumer.held_sends.stage_future_message(fut)
@@ -71,15 +72,16 @@ class Producer(faust_aiokafka.Producer):
         if self.app.in_transaction:
             return await self.app.consumer.transactions.send(topic, key, value, partition, timestamp, headers)
         if current_event() is not None:
-            return await self.app.consumer.held_sends.send(topic, key, value, partition, timestamp, headers)
+            held_sends = cast(Consumer, self.app.consumer).held_sends
+            return await held_sends.send(topic, key, value, partition, timestamp, headers)
         sent = await super().send(topic, key, value, partition, timestamp, headers,
                                   transactional_id=transactional_id)
-        sent.add_done_callback(self._note_failed_output)
+        cast("asyncio.Future[RecordMetadata]", sent).add_done_callback(self._note_failed_output)
         return sent
 
     def _note_failed_output(self, sent: Any) -> None:
         if not sent.cancelled() and sent.exception() is not None:
-            self.app.consumer.held_sends.output_failed(sent.exception())
+            cast(Consumer, self.app.consumer).held_sends.output_failed(sent.exception())
 
     async def send_and_wait(self, topic: str, key: Any, value: Any, partition: Optional[int],
                             timestamp: Optional[float], headers: Any, *,

@@ -22,7 +22,8 @@ partition's next positioning fetches them again.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Optional
+from collections import deque
+from typing import Any, Callable, Iterator, Optional, cast
 
 from faust.exceptions import DecodeError
 from faust.types.tuples import ConsumerMessage
@@ -105,7 +106,7 @@ class RecordMessage(ConsumerMessage):
         faust_internals.acknowledged(consumer, self)
         return True
 
-    @property  # type: ignore[override]
+    @property
     def acked(self) -> bool:
         return self._done
 
@@ -122,7 +123,8 @@ def record_messages(batch_message: Any) -> Iterator[RecordMessage]:
     for record in batch_message.value.records:
         yield RecordMessage(
             record.topic, record.partition, record.offset,
-            record.timestamp / 1000.0 if record.timestamp is not None else None, record.timestamp_type,
+            # None without a timestamp, as Faust's consumer passes it
+            cast(float, record.timestamp / 1000.0 if record.timestamp is not None else None), record.timestamp_type,
             record.headers, record.key, record.value, record.checksum, record.serialized_key_size,
             record.serialized_value_size, batch_message.tp, generation_id=generation,
         )
@@ -132,8 +134,10 @@ def record_messages(batch_message: Any) -> Iterator[RecordMessage]:
 Decode = Callable[[RecordMessage], Any]
 
 
-class UnpackingQueue(ThrowableQueue):
+class UnpackingQueue(ThrowableQueue[Any]):
     """A channel's queue of events that puts each batch event in as the events of its records, in order."""
+
+    _queue: deque[Any]  # asyncio.Queue's own
 
     def __init__(self, decode: Decode, **queue: Any) -> None:
         super().__init__(**queue)
