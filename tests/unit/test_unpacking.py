@@ -96,15 +96,20 @@ class AuditedEvent(faust.Event):
     """An app's own event class (Faust's ``Event`` setting)."""
 
 
-def test_records_become_events_of_the_app_s_own_event_class():
-    async def scenario() -> None:
-        app = worker_app(Event=AuditedEvent)
+def event_class_of_a_record(app: Any) -> type:
+    """The class of the event a record of a fetched batch becomes in ``app``'s worker."""
+    async def scenario() -> type:
+        app.in_worker = True
         assert app.consumer is not None
         topic = app.topic("payments", key_type=str, value_type=Payment)
         topic.queue.put_nowait(await batch_event(app, topic, b'{"merchant": "m", "cents": 1}'))
-        assert type(topic.queue.get_nowait()) is AuditedEvent
+        return type(topic.queue.get_nowait())
 
-    asyncio.run(scenario())
+    return asyncio.run(scenario())
+
+
+def test_records_become_events_of_the_app_s_own_event_class():
+    assert event_class_of_a_record(worker_app(Event=AuditedEvent)) is AuditedEvent
 
 
 def test_records_become_events_made_by_the_app_s_own_create_event():
@@ -112,15 +117,8 @@ def test_records_become_events_made_by_the_app_s_own_create_event():
         def create_event(self, key: Any, value: Any, headers: Any, message: Any) -> Any:
             return AuditedEvent(self, key, value, headers, message)
 
-    async def scenario() -> None:
-        app = AuditingApp("contract", broker="eos://localhost:9092", processing_guarantee="exactly_once")
-        app.in_worker = True
-        assert app.consumer is not None
-        topic = app.topic("payments", key_type=str, value_type=Payment)
-        topic.queue.put_nowait(await batch_event(app, topic, b'{"merchant": "m", "cents": 1}'))
-        assert type(topic.queue.get_nowait()) is AuditedEvent
-
-    asyncio.run(scenario())
+    app = AuditingApp("contract", broker="eos://localhost:9092", processing_guarantee="exactly_once")
+    assert event_class_of_a_record(app) is AuditedEvent
 
 
 def test_an_acknowledged_record_is_no_longer_waited_for_and_counts_towards_commit_every():
