@@ -152,17 +152,18 @@ class CorpusApp:
     def resume(self, index: int) -> None:
         self.workers[index].send_signal(signal.SIGCONT)
 
-    def produce(self, topic: str, records: Iterable[tuple[Optional[bytes], bytes, Optional[int]]],
-                rate: Optional[float] = None) -> int:
-        """Produce ``(key, value, timestamp_ms)`` records to one of the app's topics (``rate`` a second, or as
-        fast as it goes); how many."""
+    def produce(self, topic: str, records: Iterable[tuple[Any, ...]], rate: Optional[float] = None) -> int:
+        """Produce ``(key, value, timestamp_ms)`` records, or ``(key, value, timestamp_ms, headers)``, to one of
+        the app's topics (``rate`` a second, or as fast as it goes); how many."""
         producer = Producer(producer_config(self.kafka))
         started = time.monotonic()
         count = 0
-        for key, value, timestamp_ms in records:
+        for key, value, timestamp_ms, *headers in records:
             if rate is not None:
                 time.sleep(max(0.0, started + count / rate - time.monotonic()))
             options: dict[str, Any] = {} if timestamp_ms is None else {"timestamp": timestamp_ms}
+            if headers:
+                options["headers"] = headers[0]
             while True:
                 try:
                     producer.produce(self.topics[topic], key=key, value=value, **options)

@@ -5,8 +5,9 @@ delivery (:mod:`faust_eos.unpacking`): ``group_by``, windowed tables relative
 to the stream, ``take``, agents that yield replies to ``ask``, and a timer that
 sends what a table holds. A ``read_committed`` reader checks every update,
 for a few thousand inputs arriving while the worker runs and for a backlog of
-100,000 waiting before it starts (but for ``ask``, whose requests the app makes
-itself). The two-agent app of the benchmarks, under a large backlog, is in
+100,000 waiting before it starts (for the agent that yields replies, requests
+with Faust's reply headers, as another service's client sends them). The
+two-agent app of the benchmarks, under a large backlog, is in
 ``test_ordinary_app.py``; the faults in ``tests/faults/test_corpus_faults.py``.
 """
 from __future__ import annotations
@@ -202,17 +203,20 @@ def test_an_agent_taking_values_a_hundred_at_a_time_drains_a_backlog_of_a_hundre
     assert max(len(s["numbers"]) for s in sums) <= 100
 
 
-ASK = '''
+DOUBLING = '''
 import asyncio
 
 requests = app.topic("{requests_topic}", value_type=bytes, value_serializer="json")
-answers_out = app.topic("{answers_topic}", value_type=bytes, value_serializer="json")
 
 
 @app.agent(requests)
 async def double(stream):
     async for request in stream:
         yield {{"n": request["n"], "double": request["n"] * 2}}
+'''
+
+ASK = DOUBLING + '''
+answers_out = app.topic("{answers_topic}", value_type=bytes, value_serializer="json")
 
 
 @app.task
@@ -230,6 +234,24 @@ def test_an_agent_that_yields_replies_answers_each_ask_once(kafka, tmp_path):
     assert corpus.stop() == 0
 
     assert sorted((a["n"], a["double"]) for a in answers) == [(n, 2 * n) for n in range(20)]
+
+
+def test_an_agent_that_yields_replies_drains_a_backlog_of_a_hundred_thousand_requests_answering_each_once(
+        kafka, tmp_path):
+    corpus = CorpusApp(kafka, tmp_path, "ask-backlog", DOUBLING, ["requests", "replies"])
+    replies = corpus.topics["replies"].encode()
+    # requests as another service's client makes them: Faust's reply headers on plain values
+    corpus.produce("requests", ((None, json.dumps({"n": n}).encode(), None,
+                                 [("Faust-Ag-ReplyTo", replies), ("Faust-Ag-CorrelationId", b"%d" % n)])
+                                for n in range(BACKLOG)))
+    corpus.start()  # the whole backlog waits for it
+    responses = corpus.wait_for_output("replies", lambda found: len(found) >= BACKLOG, WAIT_S,
+                                       "a reply to every request")
+    assert corpus.stop() == 0
+
+    assert sorted(int(response["correlation_id"]) for response in responses) == list(range(BACKLOG))
+    assert [response["value"] for response in responses if response["value"]["double"] != 2 * response["value"]["n"]
+            or int(response["correlation_id"]) != response["value"]["n"]] == []
 
 
 TIMER = '''
