@@ -75,7 +75,8 @@ class CorpusApp:
         #: what the app's own topics' names start with (those Faust makes for it start with its id)
         self.topic_prefix = f"corpus-{name}-"
         self.topics = {topic: f"{self.topic_prefix}{topic}-{suffix}" for topic in topics}
-        self.create_topics(*(topic for topic in self.topics if topic not in set(created_later)))
+        later = set(created_later)
+        self.create_topics(*(topic for topic in self.topics if topic not in later))
         self.workers: dict[int, subprocess.Popen] = {}
 
     def create_topics(self, *topics: str) -> None:
