@@ -24,7 +24,7 @@ from prometheus_client.core import REGISTRY, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from config import settings
-from faust_eos.store import Store
+from faust_eos.state.store import Store
 from kafka_ops.offsets import PartitionOffsets, WatermarkReader, read_offsets
 
 log = logging.getLogger(__name__)

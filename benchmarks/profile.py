@@ -42,8 +42,8 @@ OWNERS = (
 PARTS = (
     ("agent `ingest`", "ingest", "(agents/payments.py:"),
     ("agent `aggregate`", "aggregate", "(agents/payments.py:"),
-    ("exactly_once commit rounds", "WorkerCommits.run", "(faust_eos/commit.py:"),
-    ("at_least_once commits", "Consumer.commit_to_group", "(faust_eos/consumer.py:"),
+    ("exactly_once commit rounds", "WorkerCommits.run", "(faust_eos/committing/commit.py:"),
+    ("at_least_once commits", "Consumer.commit_to_group", "(faust_eos/consuming/consumer.py:"),
     ("Faust's fetching", "Consumer._drain_messages", "(faust/transport/consumer.py:"),
     ("waiting for I/O (selectors)", "EpollSelector.select", "(selectors.py:"),
 )

@@ -60,7 +60,7 @@ Private names used, and why:
   (:func:`reads_no_offset`).
 * ``Stream._processors``, ``Stream._finalized``, ``Stream._set_current_event`` and
   ``Stream._active_agens`` (through :class:`StreamHooks`): what a stream iterator of
-  its own (:mod:`faust_eos.stream`) applies to each value, marks as the stream's
+  its own (:mod:`faust_eos.short_paths.stream`) applies to each value, marks as the stream's
   current event, and registers for closing when the stream stops; and
   ``faust.streams._current_event``, the context variable behind ``current_event()``
   (:func:`set_task_event`): the event a ``take`` chunk is handled inside.
@@ -302,7 +302,7 @@ _ON_PUBLISHED = faust.Topic._on_published
 
 
 def compile_decode(topic: Any) -> None:
-    """Make ``topic``'s ``decode`` again (after its class changed: :mod:`faust_eos.adoption`)."""
+    """Make ``topic``'s ``decode`` again (after its class changed: :mod:`faust_eos.short_paths.adoption`)."""
     topic._compile_decode()
 
 

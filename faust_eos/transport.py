@@ -1,19 +1,19 @@
 """Exactly-once for Faust: the transport that replaces Faust's own transaction handling.
 
 Faust keeps doing what it does well (consuming, streams, tables, recovery with
-``read_committed`` readers); its consumer (:mod:`faust_eos.consumer`), its
-transaction manager (:mod:`faust_eos.manager`) and the producer below change
+``read_committed`` readers); its consumer (:mod:`faust_eos.consuming.consumer`), its
+transaction manager (:mod:`faust_eos.committing.exactly_once`) and the producer below change
 four things:
 
 * **Delivery**: each input record is handed to the agents once per ownership
   of its partition, and a commit never passes a record not yet processed
-  (:mod:`faust_eos.delivery`).
+  (:mod:`faust_eos.consuming.delivery`).
 * **Sends** made while an agent processes an event are not produced at once:
-  they are staged with the event's partition and offset (:mod:`faust_eos.staging`).
+  they are staged with the event's partition and offset (:mod:`faust_eos.state.staging`).
   Table changelog writes go the same way; records sent outside any event go
-  in transactions of the worker's own (:mod:`faust_eos.outside`).
+  in transactions of the worker's own (:mod:`faust_eos.committing.outside`).
 * **Commits** run one transaction per round for every input partition the
-  worker owns (:mod:`faust_eos.commit`, :class:`faust_eos.transaction.TransactionalProducer`):
+  worker owns (:mod:`faust_eos.committing.commit`, :class:`faust_eos.committing.transaction.TransactionalProducer`):
   the staged records of the events being committed, then their offsets, sent
   with the group's generation and member id.
 * **Ownership**: the group fences a previous owner: it takes offsets only from
@@ -23,14 +23,14 @@ four things:
   events it holds and commits them, so the next owner starts exactly where this
   one stopped.
 
-Tables (:mod:`faust_eos.table_state`, :mod:`faust_eos.store`) hold a write in
+Tables (:mod:`faust_eos.state.table_state`, :mod:`faust_eos.state.store`) hold a write in
 memory until its transaction commits, then store it with the changelog offset
 it brings the table to, so local state never holds an effect that did not
 commit and a restore reads only the changelog past that offset, up to its last
-committed record (:meth:`faust_eos.offsets.CommittedOffsets.restore_ends`).
+committed record (:meth:`faust_eos.committing.offsets.CommittedOffsets.restore_ends`).
 Under at-least-once the same staging holds an event's records until its
 offset commits, and one producer writes them without a transaction
-(:mod:`faust_eos.at_least_once`).
+(:mod:`faust_eos.committing.at_least_once`).
 """
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ from faust.streams import current_event
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types.tuples import FutureMessage, RecordMetadata
 
-from faust_eos.consumer import Consumer
-from faust_eos.manager import TransactionManager
+from faust_eos.committing.exactly_once import TransactionManager
+from faust_eos.consuming.consumer import Consumer
 
 
 class Producer(faust_aiokafka.Producer):
@@ -51,7 +51,7 @@ class Producer(faust_aiokafka.Producer):
     Faust's topics already send through the transaction manager under
     exactly-once; this covers the rest: buffered sends (table changelog writes),
     code that calls ``app.producer`` itself, and at-least-once, where the
-    records are held until their event's offset commits (:mod:`faust_eos.at_least_once`).
+    records are held until their event's offset commits (:mod:`faust_eos.committing.at_least_once`).
     Under at-least-once a record sent outside events, or with ``send_and_wait``,
     goes out at once, Faust's way (a write of an ``eos-rocksdb://`` table outside
     an event waits for the next commit).

@@ -6,7 +6,7 @@ the state of exactly the partitions it consumes.
 
 State stays bounded: the sweeps delete dedup entries past their retention and
 windows past their grace period, inside the events of their partitions (so the
-tombstones commit with them; :mod:`faust_eos.sweep`). The changelogs are only
+tombstones commit with them; :mod:`faust_eos.state.sweep`). The changelogs are only
 compacted, as Faust makes them: no time retention deletes records a restore
 may still be reading up to.
 """

@@ -47,9 +47,9 @@ import config
 from app.kafka import CLIENT_LOG, admin
 from app.loadgen import LoadSpec
 from config import GUARANTEES, REPO_ROOT
-from faust_eos.offsets import retrying
-from faust_eos.outside import worker_id
-from faust_eos.transaction import worker_transactional_id
+from faust_eos.committing.offsets import retrying
+from faust_eos.committing.outside import worker_id
+from faust_eos.committing.transaction import worker_transactional_id
 from kafka_ops.transactions import describe_transactions
 from kafka_ops.wire_security import cluster as wire_cluster
 from tools import broker

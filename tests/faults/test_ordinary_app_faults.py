@@ -3,7 +3,7 @@ backlog (and under at_least_once loses nothing when a worker crashes).
 
 The app is the benchmarks' two-hop app (:mod:`benchmarks.two_hops`): per-event agents
 on Faust's own topics and tables, whose records reach them a fetched batch at a
-time (:mod:`faust_eos.unpacking`). Two workers drain a backlog; while they do, one
+time (:mod:`faust_eos.short_paths.unpacking`). Two workers drain a backlog; while they do, one
 is killed with SIGKILL and restarted; or a third joins and one leaves; or one is
 paused (SIGSTOP) until the group has moved its partitions to the other, then
 woken to find its work fenced; or the broker is killed and started again. Batches

@@ -122,7 +122,7 @@ class CorpusApp:
         exit code, else 0 (None if no worker ever ran).
 
         Checks first that each ran on the library: its transactional id claimed, and
-        its topics and tables of Faust's own classes adopted (:mod:`faust_eos.adoption`).
+        its topics and tables of Faust's own classes adopted (:mod:`faust_eos.short_paths.adoption`).
         """
         codes = [self._stop(index) for index in sorted(self.workers)]
         return next((code for code in codes if code != 0), 0) if codes else None

@@ -1,7 +1,7 @@
 """The corpus: ordinary Faust apps, as their authors wrote them, run on ``eos://`` and checked exact from outside.
 
 Each app uses one of Faust's stream features on the library's per-record
-delivery (:mod:`faust_eos.unpacking`): ``group_by``, windowed tables relative
+delivery (:mod:`faust_eos.short_paths.unpacking`): ``group_by``, windowed tables relative
 to the stream, ``take``, agents that yield replies to ``ask``, and a timer that
 sends what a table holds. A ``read_committed`` reader checks every update,
 for a few thousand inputs arriving while the worker runs and for a backlog of

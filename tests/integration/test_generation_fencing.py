@@ -2,11 +2,11 @@
 
 A worker commits every partition it owns in one transaction of its own
 producer, with its offsets sent as a member of the group's generation
-(:func:`faust_eos.transaction.group_metadata`). Once the group has moved on, a
+(:func:`faust_eos.committing.transaction.group_metadata`). Once the group has moved on, a
 worker that still believes itself the owner must not commit: the broker refuses
 its offsets, and its transaction is aborted with every record in it. Offsets
 sent with no generation at all are taken from anyone, which is why a worker out
-of the group commits nothing (:class:`faust_eos.commit.WorkerCommits`).
+of the group commits nothing (:class:`faust_eos.committing.commit.WorkerCommits`).
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from app.kafka import admin, producer_config
-from faust_eos.staging import SourceTP, StagedRecord
-from faust_eos.transaction import TransactionalProducer, TransactionFailed, group_metadata
+from faust_eos.committing.transaction import TransactionalProducer, TransactionFailed, group_metadata
+from faust_eos.state.staging import SourceTP, StagedRecord
 
 pytestmark = pytest.mark.broker
 

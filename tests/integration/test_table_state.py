@@ -15,7 +15,7 @@ from worker_metrics import scrape, value
 
 from app.kafka import producer_config
 from app.loadgen import LoadSpec
-from faust_eos.store import CHECKPOINT_KEY, OWN_KEYS
+from faust_eos.state.store import CHECKPOINT_KEY, OWN_KEYS
 from tools.workers import wait_for
 
 pytestmark = pytest.mark.broker

@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 
 from confluent_kafka import KafkaError, KafkaException
 
-from faust_eos.staging import UNBOUND, SourceTP, StagedRecord
+from faust_eos.state.staging import UNBOUND, SourceTP, StagedRecord
 
 
 class FakeMessage:

@@ -17,9 +17,9 @@ from faust.streams import _current_event, current_event
 from faust.types import TP
 from faust_contract_support import worker_app
 
-from faust_eos.staging import UNBOUND, SourceTP, future_resolver, staged_record
-from faust_eos.store import Store
-from faust_eos.table_state import TableState
+from faust_eos.state.staging import UNBOUND, SourceTP, future_resolver, staged_record
+from faust_eos.state.store import Store
+from faust_eos.state.table_state import TableState
 
 PARTITION = 2
 SOURCE = SourceTP("payments", PARTITION)

@@ -7,7 +7,7 @@ import faust
 from store_support import event_loop_for_faust  # noqa: F401 (an autouse fixture)
 
 import faust_eos
-from faust_eos.adoption import adopt
+from faust_eos.short_paths.adoption import adopt
 
 
 class OwnTopic(faust.Topic):

@@ -10,9 +10,9 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from faust.types import TP
 
-from faust_eos.at_least_once import UNWRITABLE, HeldSends, PlainProducer
+from faust_eos.committing.at_least_once import UNWRITABLE, HeldSends, PlainProducer
 from faust_eos.errors import OutputNotWritten
-from faust_eos.staging import SourceTP, staged_record
+from faust_eos.state.staging import SourceTP, staged_record
 from tests.unit.fakes import FakeProducer, FakeTables, error
 
 CHANGELOG = "app-counts-changelog"

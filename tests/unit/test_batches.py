@@ -15,8 +15,8 @@ from faust.types import TP
 from faust_contract_support import fetched_batch, record, worker_app
 
 from faust_eos import Batch, Batches, SettingRefused
-from faust_eos.batches import batch_records, batched_topics
-from faust_eos.consumer import Consumer
+from faust_eos.consuming.consumer import Consumer
+from faust_eos.short_paths.batches import batch_records, batched_topics
 
 
 class Payment(faust.Record, serializer="json"):
@@ -69,7 +69,7 @@ def test_a_record_that_cannot_be_decoded_is_logged_and_skipped_and_the_others_ar
         event = await topic.decode(as_message(condensed), propagate=True)
         return [r.offset for r in event.value]
 
-    with caplog.at_level(logging.ERROR, logger="faust_eos.batches"):
+    with caplog.at_level(logging.ERROR, logger="faust_eos.short_paths.batches"):
         assert asyncio.run(scenario()) == [40, 42]
     assert "payments[3]@41" in caplog.text
 

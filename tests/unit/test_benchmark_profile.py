@@ -9,12 +9,13 @@ MAIN = ("_run_module_as_main (<frozen runpy>:198);<module> (faust/__main__.py:6)
 RAW = "\n".join([
     f"{MAIN};EpollSelector.select (selectors.py:468) 50",
     f"{MAIN};ingest (agents/payments.py:68);ingest_one (agents/payments.py:80);"
-    "Store.value_of (faust_eos/store.py:233) 20",
-    f"{MAIN};ingest (agents/payments.py:68);Topic.send (faust_eos/topic.py:70);"
+    "Store.value_of (faust_eos/state/store.py:233) 20",
+    f"{MAIN};ingest (agents/payments.py:68);Topic.send (faust_eos/short_paths/topic.py:70);"
     "Record.to_representation (faust/models/record.py:1) 10",
     f"{MAIN};aggregate (agents/payments.py:97);loads (json/__init__.py:346) 10",
-    f"{MAIN};WorkerCommits.run (faust_eos/commit.py:99);Task.__step (asyncio/tasks.py:267) 10",
-    "Thread._bootstrap (threading.py:1002);CallThread._serve (faust_eos/produce.py:128) 500",  # a producer's thread
+    f"{MAIN};WorkerCommits.run (faust_eos/committing/commit.py:99);Task.__step (asyncio/tasks.py:267) 10",
+    # a producer's thread
+    "Thread._bootstrap (threading.py:1002);CallThread._serve (faust_eos/committing/produce.py:128) 500",
     "Schema.decode.<locals>.<genexpr> (aiokafka/protocol/types.py:203) 7",  # a stack cut short: whose is unknown
 ])
 

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from faust_eos.produce import CallThread
+from faust_eos.committing.produce import CallThread
 
 
 def run(coro):
@@ -53,7 +53,7 @@ def test_a_call_queued_behind_a_stuck_one_is_dropped_when_its_caller_gives_up():
 def test_a_stuck_call_does_not_keep_the_process_alive():
     program = (
         "import threading\n"
-        "from faust_eos.produce import CallThread\n"
+        "from faust_eos.committing.produce import CallThread\n"
         "CallThread('stuck').submit(threading.Event().wait)\n"
         "print('done')\n"
     )

@@ -1,4 +1,4 @@
-"""Timer commits start every commit interval, counted from one round's start to the next (faust_eos.timer).
+"""Timer commits start every commit interval, counted from one round's start to the next (faust_eos.consuming.timer).
 
 Driven by a fake clock: a sleep moves it on, and so does each commit, by as
 long as that commit is told to take.
@@ -10,8 +10,8 @@ import asyncio
 import pytest
 from faust_contract_support import worker_app
 
-from faust_eos import consumer as consumer_module
-from faust_eos.timer import commit_every
+from faust_eos.consuming import consumer as consumer_module
+from faust_eos.consuming.timer import commit_every
 
 
 class Clock:

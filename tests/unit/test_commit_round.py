@@ -8,10 +8,10 @@ import pytest
 from fakes import FakeTables, FakeTransaction
 from prometheus_client import REGISTRY
 
-from faust_eos.commit import WorkerCommits
+from faust_eos.committing.commit import WorkerCommits
+from faust_eos.committing.transaction import ProducerFenced, TransactionFailed, TransactionStuck
 from faust_eos.errors import LocalStateNotWritten
-from faust_eos.staging import SourceTP, StagedRecord, Staging
-from faust_eos.transaction import ProducerFenced, TransactionFailed, TransactionStuck
+from faust_eos.state.staging import SourceTP, StagedRecord, Staging
 
 A, B = SourceTP("payments", 0), SourceTP("payments", 1)
 CHANGELOG = "app-counts-changelog"

@@ -9,9 +9,9 @@ from fakes import FakeTransaction
 from faust.types import TP
 
 from app.commit_timer import CommitTimer
+from faust_eos.committing.transaction import TransactionFailed
 from faust_eos.faust_internals import ConsumerHooks, committed_offsets
-from faust_eos.staging import SourceTP
-from faust_eos.transaction import TransactionFailed
+from faust_eos.state.staging import SourceTP
 
 SOURCES = {TP("payments", 0): 5, TP("payments", 1): 7}
 

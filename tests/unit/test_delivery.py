@@ -3,7 +3,7 @@ from dataclasses import dataclass
 
 from faust.types import TP
 
-from faust_eos.delivery import Delivery
+from faust_eos.consuming.delivery import Delivery
 
 PAYMENTS = TP("payments", 0)
 CHANGELOG = TP("app-totals-changelog", 0)
@@ -181,7 +181,7 @@ def test_the_resume_point_follows_the_records_handed_out():
     assert delivery.resume_point(PAYMENTS) == 104
 
 
-# -- batches (faust_eos.batches): one message stands for several records -------------
+# -- batches (faust_eos.short_paths.batches): one message stands for several records -------------
 def hand_out_batch(delivery, first, last, tp=PAYMENTS):
     message = Message(tp, last)
     return message if delivery.admit(tp, message, first_offset=first) else None

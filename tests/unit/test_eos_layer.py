@@ -9,7 +9,7 @@ import pytest
 from faust_contract_support import worker_app
 
 from faust_eos import LocalStateNotWritten, SettingRefused, StoreRefused
-from faust_eos.consumer import Consumer
+from faust_eos.consuming.consumer import Consumer
 from faust_eos.options import (
     DEFAULT_FETCH_MAX_WAIT_MS,
     DEFAULT_GC_THRESHOLD,
@@ -22,7 +22,7 @@ from faust_eos.options import (
     refuse_settings_that_bypass_transactions,
     transaction_timeout_ms,
 )
-from faust_eos.table_state import TableState
+from faust_eos.state.table_state import TableState
 
 
 def test_importing_the_transport_builds_no_app_and_reads_no_environment():

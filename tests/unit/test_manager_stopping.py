@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from faust_eos.manager import TransactionManager
+from faust_eos.committing.exactly_once import TransactionManager
 
 
 def manager_whose_threads_are_shut_down(*, stopping: bool) -> SimpleNamespace:

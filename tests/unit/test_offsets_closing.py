@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from faust.types import TP
 
-from faust_eos.offsets import CommittedOffsets
+from faust_eos.committing.offsets import CommittedOffsets
 
 NOBODY = {"bootstrap.servers": "127.0.0.1:1"}  # refuses connections at once
 

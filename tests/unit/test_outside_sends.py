@@ -6,9 +6,9 @@ import asyncio
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from faust_eos.outside import OutsideEventSends
-from faust_eos.staging import StagedRecord
-from faust_eos.transaction import ProducerFenced, TransactionFailed, TransactionStuck
+from faust_eos.committing.outside import OutsideEventSends
+from faust_eos.committing.transaction import ProducerFenced, TransactionFailed, TransactionStuck
+from faust_eos.state.staging import StagedRecord
 
 
 class Transaction:

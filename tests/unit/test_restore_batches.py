@@ -19,8 +19,8 @@ from faust_contract_support import no_callback, record, worker_app
 from prometheus_client import REGISTRY
 from store_support import PARTITION, Table, event_loop_for_faust  # noqa: F401 (an autouse fixture)
 
-from faust_eos.consumer import Consumer
-from faust_eos.store import Store
+from faust_eos.consuming.consumer import Consumer
+from faust_eos.state.store import Store
 
 
 def changelog_record(t: Table, offset: int, key: str, value: Optional[bytes]) -> Any:

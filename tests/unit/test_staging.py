@@ -1,5 +1,5 @@
 """Staging: output records wait for the transaction of the input partition that caused them."""
-from faust_eos.staging import SourceTP, StagedRecord, Staging
+from faust_eos.state.staging import SourceTP, StagedRecord, Staging
 
 TP0 = SourceTP("payments", 0)
 TP1 = SourceTP("payments", 1)
@@ -88,7 +88,7 @@ def test_a_send_s_offset_is_asked_for_only_once_its_future_is_awaited_or_given_a
     import asyncio
     from types import SimpleNamespace
 
-    from faust_eos.staging import OFFSET_NOT_ASKED, output_stager
+    from faust_eos.state.staging import OFFSET_NOT_ASKED, output_stager
 
     async def scenario() -> None:
         staging = Staging()

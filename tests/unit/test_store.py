@@ -17,7 +17,7 @@ from prometheus_client import REGISTRY
 from store_support import PARTITION, Table, event_loop_for_faust, inside_event  # noqa: F401 (an autouse fixture)
 
 from faust_eos import StoreRefused
-from faust_eos.store import CHECKPOINT_KEY, PARTITIONS_KEY
+from faust_eos.state.store import CHECKPOINT_KEY, PARTITIONS_KEY
 
 
 def test_a_write_is_read_at_once_but_reaches_rocksdb_only_with_its_commit_and_checkpoint(tmp_path):

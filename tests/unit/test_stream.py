@@ -12,8 +12,8 @@ import faust
 from faust_contract_support import worker_app
 from test_unpacking import Payment, batch_event
 
-from faust_eos import stream as stream_module
-from faust_eos.stream import Stream
+from faust_eos.short_paths import stream as stream_module
+from faust_eos.short_paths.stream import Stream
 
 
 def payments(*cents: int) -> list[bytes]:

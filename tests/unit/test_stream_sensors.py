@@ -7,7 +7,7 @@ import faust
 from faust.sensors.base import SensorDelegate
 from faust.types import TP
 
-from faust_eos.stream_sensors import StreamSensors, keeps_monitor_hooks
+from faust_eos.short_paths.stream_sensors import StreamSensors, keeps_monitor_hooks
 
 
 class Task:

@@ -9,7 +9,7 @@ from prometheus_client import REGISTRY
 from store_support import PARTITION, Table, event_loop_for_faust, inside_event  # noqa: F401 (an autouse fixture)
 
 from faust_eos import StoreRefused
-from faust_eos.sweep import Sweep
+from faust_eos.state.sweep import Sweep
 
 
 def swept(table: str) -> float:

@@ -7,9 +7,9 @@ from aiokafka.structs import RecordMetadata, TopicPartition
 from store_support import PARTITION, Table, event_loop_for_faust  # noqa: F401 (an autouse fixture)
 
 from faust_eos import StoreRefused
-from faust_eos.produce import reported_indexes
-from faust_eos.staging import SourceTP, staged_record
-from faust_eos.table_state import TableState
+from faust_eos.committing.produce import reported_indexes
+from faust_eos.state.staging import SourceTP, staged_record
+from faust_eos.state.table_state import TableState
 
 
 def _metadata(topic: str, partition: int, offset: int) -> RecordMetadata:

@@ -17,7 +17,7 @@ from faust_contract_support import worker_app
 from store_support import inside_event
 
 import faust_eos
-from faust_eos.staging import SourceTP, resolve
+from faust_eos.state.staging import SourceTP, resolve
 
 
 class Total(faust.Record, serializer="json"):

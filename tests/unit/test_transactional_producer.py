@@ -18,10 +18,8 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from fakes import FakeProducer, error
 from prometheus_client import REGISTRY
 
-from faust_eos import transaction as transaction_module
-from faust_eos.metrics import TRANSACTION_STEPS
-from faust_eos.staging import SourceTP, StagedRecord
-from faust_eos.transaction import (
+from faust_eos.committing import transaction as transaction_module
+from faust_eos.committing.transaction import (
     ProducerFenced,
     TransactionalProducer,
     TransactionFailed,
@@ -29,6 +27,8 @@ from faust_eos.transaction import (
     group_metadata,
     worker_transactional_id,
 )
+from faust_eos.metrics import TRANSACTION_STEPS
+from faust_eos.state.staging import SourceTP, StagedRecord
 
 SOURCE = SourceTP("payments", 3)
 GROUP = b"the committing member"  # passed through untouched

@@ -6,8 +6,8 @@ from typing import Any
 
 import faust
 
-from faust_eos.staging import SourceTP
-from faust_eos.table_writes import DECODE, DELETED, TableWrites
+from faust_eos.state.staging import SourceTP
+from faust_eos.state.table_writes import DECODE, DELETED, TableWrites
 
 A, B = SourceTP("payments", 0), SourceTP("refunds", 0)
 

@@ -16,9 +16,9 @@ from faust.types import TP
 from faust_contract_support import fetched_batch, record, worker_app
 
 import faust_eos
-from faust_eos.batches import DEFAULT_MAX_RECORDS, Batch, batch_records, batched_topics
-from faust_eos.delivery import Delivery
-from faust_eos.unpacking import first_record_not_done
+from faust_eos.consuming.delivery import Delivery
+from faust_eos.short_paths.batches import DEFAULT_MAX_RECORDS, Batch, batch_records, batched_topics
+from faust_eos.short_paths.unpacking import first_record_not_done
 
 PAYMENTS = TP("payments", 3)
 

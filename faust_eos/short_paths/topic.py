@@ -1,21 +1,21 @@
 """The topic class for apps on ``eos://``: ``faust.App(..., Topic=faust_eos.Topic)``, and what an app's
-topics of Faust's own class become as its worker starts (:mod:`faust_eos.adoption`).
+topics of Faust's own class become as its worker starts (:mod:`faust_eos.short_paths.adoption`).
 
 A send through Faust's topic awaits the app's producer through a guard
 against concurrent starts, which yields to the event loop three times per
 send even once the producer runs, and wraps the record in a future of its
-own before the producer sees it. Inside a batch (:mod:`faust_eos.batches`)
+own before the producer sees it. Inside a batch (:mod:`faust_eos.short_paths.batches`)
 that is most of what a send costs. This topic encodes the record as Faust
 would and stages it at once where it commits: with the transaction manager
 under exactly-once, with its event's held records under at-least-once
-(:mod:`faust_eos.at_least_once`). Faust's send sensors still see each send
+(:mod:`faust_eos.committing.at_least_once`). Faust's send sensors still see each send
 (Faust's own monitor, which only counts and times sends, without the record).
 Until the transaction manager runs, sends with a ``callback``, and sends
 outside events under at-least-once take Faust's path.
 
 Iterated by streams, such a topic takes its records a fetched batch at a time
-and its queue hands them out as an event per record (:mod:`faust_eos.unpacking`).
-A topic with the :class:`~faust_eos.batches.Batches` schema buffers, unless
+and its queue hands them out as an event per record (:mod:`faust_eos.short_paths.unpacking`).
+A topic with the :class:`~faust_eos.short_paths.batches.Batches` schema buffers, unless
 built with its own ``maxsize``, as many records for its agents as Faust buffers
 events (``stream_buffer_maxsize``), not that many batches: memory stays as
 Faust's, and a rebalance waits for as few records to finish.
@@ -29,17 +29,17 @@ import faust
 from faust.types import CodecArg, HeadersArg, RecordMetadata, SchemaT
 from faust.types.tuples import MessageSentCallback, PendingMessage
 
-from faust_eos.batches import Batch, Batches
 from faust_eos.codec import Codecs, codecs_of
-from faust_eos.event_path import EventPath
 from faust_eos.faust_internals import TopicHooks
-from faust_eos.unpacking import Decode, UnpackingQueue
+from faust_eos.short_paths.batches import Batch, Batches
+from faust_eos.short_paths.event_path import EventPath
+from faust_eos.short_paths.unpacking import Decode, UnpackingQueue
 
 if TYPE_CHECKING:
     import asyncio
 
-    from faust_eos.consumer import Consumer
-    from faust_eos.staging import OutputStager
+    from faust_eos.consuming.consumer import Consumer
+    from faust_eos.state.staging import OutputStager
 
 
 class Topic(TopicHooks):
@@ -108,8 +108,9 @@ class Topic(TopicHooks):
                      path.sensors_read_records)
 
     def unpacks_batches(self) -> bool:
-        """Whether this channel takes fetched batches and hands out an event per record (:mod:`faust_eos.unpacking`):
-        every topic of this class but those with the :class:`~faust_eos.batches.Batches` schema."""
+        """Whether this channel takes fetched batches and hands out an event per record
+        (:mod:`faust_eos.short_paths.unpacking`): every topic of this class but those with the
+        :class:`~faust_eos.short_paths.batches.Batches` schema."""
         return not isinstance(self.schema, Batches)
 
     def new_queue(self) -> Optional[UnpackingQueue]:

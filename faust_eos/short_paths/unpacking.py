@@ -7,7 +7,7 @@ bookkeeping around each step. That is most of what an ordinary per-event agent
 costs before its own code runs.
 
 On ``eos://`` the consumer hands a topic's fetched records out in batches (as
-one message per batch, :mod:`faust_eos.batches`) when every channel subscribed
+one message per batch, :mod:`faust_eos.short_paths.batches`) when every channel subscribed
 to the topic is a :class:`faust_eos.Topic` that unpacks them. Such a channel's
 queue (:class:`UnpackingQueue`) unpacks each batch event as it is put: one
 event per record, decoded by the channel's schema, each with a message of its
@@ -30,7 +30,7 @@ from faust.types.tuples import ConsumerMessage
 from mode.utils.queues import ThrowableQueue
 
 from faust_eos import faust_internals
-from faust_eos.batches import Batch, log_undecodable
+from faust_eos.short_paths.batches import Batch, log_undecodable
 
 
 class BatchProgress:

@@ -22,7 +22,7 @@ from typing import Any, Optional
 import faust
 from faust.types import TP
 
-from faust_eos.event_path import overrides
+from faust_eos.short_paths.event_path import overrides
 
 STREAM_HOOKS = ("on_stream_event_in", "on_stream_event_out")
 

@@ -1,13 +1,13 @@
 """The consumer: what the agents are handed, and how far a commit reaches, under both guarantees.
 
 Faust's aiokafka consumer (through :class:`faust_eos.faust_internals.ConsumerHooks`,
-with the answers its table recovery needs: :mod:`faust_eos.recovery_reads`),
-with delivery decided by :class:`faust_eos.delivery.Delivery`, input partitions
+with the answers its table recovery needs: :mod:`faust_eos.consuming.recovery_reads`),
+with delivery decided by :class:`faust_eos.consuming.delivery.Delivery`, input partitions
 positioned at their stable committed offsets, changelogs reaching Faust's recovery
 one fetched batch at a time, input batches for agents that take them whole
-(:mod:`faust_eos.batches`), a commit of what it holds before partitions move,
+(:mod:`faust_eos.short_paths.batches`), a commit of what it holds before partitions move,
 no new input handed out while ``max_uncommitted_records`` wait for their commit,
-and timer commits that keep the commit interval's pace (:mod:`faust_eos.timer`).
+and timer commits that keep the commit interval's pace (:mod:`faust_eos.consuming.timer`).
 """
 from __future__ import annotations
 
@@ -23,21 +23,21 @@ from faust.streams import current_event
 from faust.types import TP
 
 from faust_eos import faust_internals, metrics
-from faust_eos.adoption import adopt
-from faust_eos.at_least_once import HeldSends, PlainProducer
-from faust_eos.batches import Batch, batch_records, batched_topics
-from faust_eos.delivery import Delivery
+from faust_eos.committing.at_least_once import HeldSends, PlainProducer
+from faust_eos.committing.exactly_once import TransactionManager
+from faust_eos.committing.offsets import CommittedOffsets
+from faust_eos.committing.produce import producer_config
+from faust_eos.consuming.delivery import Delivery
+from faust_eos.consuming.recovery_reads import RecoveryReads
+from faust_eos.consuming.timer import commit_every
 from faust_eos.errors import LocalStateNotWritten, OffsetsLost
-from faust_eos.event_path import EventPaths
-from faust_eos.manager import TransactionManager
-from faust_eos.offsets import CommittedOffsets
 from faust_eos.options import FETCH_MIN_BYTES, fetch_max_wait_ms, gc_threshold, max_uncommitted_records
-from faust_eos.produce import producer_config
-from faust_eos.recovery_reads import RecoveryReads
 from faust_eos.security import librdkafka_client
-from faust_eos.store import Store
-from faust_eos.table_state import TableState
-from faust_eos.timer import commit_every
+from faust_eos.short_paths.adoption import adopt
+from faust_eos.short_paths.batches import Batch, batch_records, batched_topics
+from faust_eos.short_paths.event_path import EventPaths
+from faust_eos.state.store import Store
+from faust_eos.state.table_state import TableState
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class Consumer(RecoveryReads):
     """Faust's consumer, committing what it holds before partitions move.
 
     Under both guarantees, what its agents are handed and how far a commit reaches
-    is decided by :class:`faust_eos.delivery.Delivery`, not by Faust's read
+    is decided by :class:`faust_eos.consuming.delivery.Delivery`, not by Faust's read
     offsets and gaps: each input record is handed out once per ownership of its
     partition, and a commit never passes a record that was not processed.
     """
@@ -227,8 +227,8 @@ class Consumer(RecoveryReads):
 
         A changelog batch becomes its last record, the rest left with the table's
         store to apply with it; a batch of a topic with the Batches schema, or whose
-        channels unpack batches (:mod:`faust_eos.unpacking`), becomes one record
-        whose value is the whole :class:`~faust_eos.batches.Batch`.
+        channels unpack batches (:mod:`faust_eos.short_paths.unpacking`), becomes one record
+        whose value is the whole :class:`~faust_eos.short_paths.batches.Batch`.
         """
         if self._batch_restoring_stores is None:  # the tables are all declared before any fetch
             self._batch_restoring_stores = {

@@ -5,11 +5,11 @@ A commit produces the records its events staged in one step,
 has not written yet, then every record is handed to it (a full local queue is
 waited out for at most one call timeout), then one flush, then every record
 acknowledged or the step fails. Exactly-once runs it inside a transaction
-(:mod:`faust_eos.transaction`), at-least-once before committing the offsets to
-the group (:mod:`faust_eos.at_least_once`), so the two differ by the
+(:mod:`faust_eos.committing.transaction`), at-least-once before committing the offsets to
+the group (:mod:`faust_eos.committing.at_least_once`), so the two differ by the
 transaction alone. Each producer's calls run on a thread of their own
 (:class:`CallThread`), never on the event loop; at-least-once serves its
-delivery reports on the event loop (:class:`faust_eos.at_least_once.PlainProducer`).
+delivery reports on the event loop (:class:`faust_eos.committing.at_least_once.PlainProducer`).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from faust_eos.security import librdkafka_client
-from faust_eos.staging import OFFSET_NOT_ASKED, StagedRecord
+from faust_eos.state.staging import OFFSET_NOT_ASKED, StagedRecord
 
 _T = TypeVar("_T")
 
@@ -113,7 +113,7 @@ def send_all(producer: Producer, records: Sequence[StagedRecord], timeout_s: flo
     records whose metadata someone reads, and of the last table write of each
     changelog partition (its offset is the table's new checkpoint): each report
     makes the thread serving it take the GIL. The others get metadata with an
-    offset of -1 (:data:`faust_eos.staging.OFFSET_NOT_ASKED`).
+    offset of -1 (:data:`faust_eos.state.staging.OFFSET_NOT_ASKED`).
     """
     for topic in {record.topic for record in records} - known_topics:
         on_step(f"list_topics {topic}")

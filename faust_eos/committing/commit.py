@@ -41,15 +41,15 @@ from aiokafka.structs import RecordMetadata
 from confluent_kafka import KafkaException
 
 from faust_eos import metrics
+from faust_eos.committing.transaction import ProducerFenced, TransactionFailed, TransactionStuck, claimed
 from faust_eos.errors import LocalStateNotWritten
-from faust_eos.staging import SourceTP, StagedRecord, Staging, resolve
-from faust_eos.transaction import ProducerFenced, TransactionFailed, TransactionStuck, claimed
+from faust_eos.state.staging import SourceTP, StagedRecord, Staging, resolve
 
 log = logging.getLogger(__name__)
 
 
 class Transaction(Protocol):
-    """What a round needs of the worker's producer (:class:`faust_eos.transaction.TransactionalProducer`)."""
+    """What a round needs of the worker's producer (:class:`faust_eos.committing.transaction.TransactionalProducer`)."""
 
     transactional_id: str
 
@@ -62,7 +62,7 @@ class Transaction(Protocol):
 
 
 class Tables(Protocol):
-    """Where the table writes a round carries come from and go (:class:`faust_eos.table_state.TableState`)."""
+    """Where the table writes a round carries come from and go (:class:`faust_eos.state.table_state.TableState`)."""
 
     def changelog_records(self, up_to: Mapping[SourceTP, int]) -> list[StagedRecord]: ...
 

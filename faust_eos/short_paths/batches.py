@@ -21,7 +21,7 @@ short is processed again, whole, by the partition's next owner. An exception
 the agent raises ends the batch as it ends an event in Faust: the batch is
 acknowledged, so its records after the failing one are not processed. Each record keeps its
 own offset, timestamp, headers and bytes (:class:`BatchRecord`), for dead
-letters. The ``eos://`` transport builds the batches (:mod:`faust_eos.consumer`).
+letters. The ``eos://`` transport builds the batches (:mod:`faust_eos.consuming.consumer`).
 """
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ class Batch:
         self._loads_key = loads_key or _unchanged
         self._loads_value = loads_value or _unchanged
         #: per channel that unpacked the batch into its records, which of them it is not done with yet
-        #: (:class:`faust_eos.unpacking.BatchProgress`)
+        #: (:class:`faust_eos.short_paths.unpacking.BatchProgress`)
         self.unpacked: list[Any] = []
 
     def decode_with(self, loads_key: Callable[[Optional[bytes]], Any],
@@ -172,7 +172,7 @@ def batched_topics(channels: Iterable[Any]) -> dict[str, Optional[int]]:
     A topic is handed out in batches when its channels all have the :class:`Batches`
     schema (up to the smallest ``max_records`` of theirs), or all unpack batches into
     events of their own records (a :class:`faust_eos.Topic` without that schema:
-    :mod:`faust_eos.unpacking`), up to :data:`DEFAULT_MAX_RECORDS`. Raises
+    :mod:`faust_eos.short_paths.unpacking`), up to :data:`DEFAULT_MAX_RECORDS`. Raises
     :class:`SettingRefused` for a topic subscribed both with :class:`Batches` and without.
     """
     limits: dict[str, list[Optional[int]]] = {}  # per topic: each channel's records per batch (None: one by one)

@@ -1,9 +1,9 @@
 """The transaction manager: where every record sent under exactly-once goes, and how it commits.
 
-Sends are staged with the input event that caused them (:mod:`faust_eos.staging`),
-or, outside any event, with the worker's own producer (:mod:`faust_eos.outside`);
+Sends are staged with the input event that caused them (:mod:`faust_eos.state.staging`),
+or, outside any event, with the worker's own producer (:mod:`faust_eos.committing.outside`);
 each commit round runs one transaction for every input partition the worker owns
-(:mod:`faust_eos.commit`), fenced by the group's generation. At each assignment the
+(:mod:`faust_eos.committing.commit`), fenced by the group's generation. At each assignment the
 worker's transactional id is claimed here, if no producer holds it, before the
 partitions' committed offsets are read.
 """
@@ -22,18 +22,19 @@ from faust.transport.consumer import TransactionManager as FaustTransactionManag
 from faust.types import TP
 from faust.types.tuples import FutureMessage, RecordMetadata
 
-from faust_eos.commit import WorkerCommits
+from faust_eos.committing.commit import WorkerCommits
+from faust_eos.committing.offsets import ChangelogBounds, CommittedOffsets, changelogs_to_check, lost_offsets
+from faust_eos.committing.outside import OutsideEventSends, outside_transactional_id, worker_id
+from faust_eos.committing.produce import producer_config
+from faust_eos.committing.transaction import TransactionalProducer, group_metadata, worker_transactional_id
 from faust_eos.errors import (
     MissingTopic,
     SendNotCommittable,
     wait_inside_event_refused,
 )
-from faust_eos.offsets import ChangelogBounds, CommittedOffsets, changelogs_to_check, lost_offsets
 from faust_eos.options import max_uncommitted_records, refuse_settings_that_bypass_transactions, transaction_timeout_ms
-from faust_eos.outside import OutsideEventSends, outside_transactional_id, worker_id
-from faust_eos.produce import producer_config
 from faust_eos.security import librdkafka_client
-from faust_eos.staging import (
+from faust_eos.state.staging import (
     UNBOUND,
     CommitFuture,
     OutputStager,
@@ -44,13 +45,12 @@ from faust_eos.staging import (
     output_stager,
     staged_record,
 )
-from faust_eos.table_state import TableState
-from faust_eos.transaction import TransactionalProducer, group_metadata, worker_transactional_id
+from faust_eos.state.table_state import TableState
 
 if TYPE_CHECKING:
     from faust.tables.manager import TableManager
 
-    from faust_eos.consumer import Consumer
+    from faust_eos.consuming.consumer import Consumer
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ class TransactionManager(FaustTransactionManager):
         """Stage a record; what it returns resolves when its transaction commits.
 
         Inside an event that is the staged record itself, whose offset is asked
-        of the producer only if someone reads it (:class:`~faust_eos.staging.StagedRecord`):
+        of the producer only if someone reads it (:class:`~faust_eos.state.staging.StagedRecord`):
         Faust's own topics send every record through here and hold a callback
         on it that reads no offset, unless the send had a callback of its own.
         """
@@ -132,7 +132,7 @@ class TransactionManager(FaustTransactionManager):
 
     def output_stager(self, topic: str) -> OutputStager:
         """What stages the output records events send to ``topic``; each record it stages is an awaitable that
-        resolves when its transaction commits (:func:`faust_eos.staging.output_stager`). A table's changelog
+        resolves when its transaction commits (:func:`faust_eos.state.staging.output_stager`). A table's changelog
         is refused."""
         if topic in self._changelog_topics:
             raise SendNotCommittable(f"a record sent to {topic!r}, a table's changelog: write to the table instead")
@@ -175,7 +175,7 @@ class TransactionManager(FaustTransactionManager):
         (a window's expiry): with the input partition whose events write that
         table partition, in its next transaction. Any other record outside an
         event (a timer, a web view): in this worker's own next transaction
-        (:mod:`faust_eos.outside`).
+        (:mod:`faust_eos.committing.outside`).
         """
         if topic not in self._topics_seen:
             self._note_topic(topic)
@@ -251,7 +251,7 @@ class TransactionManager(FaustTransactionManager):
     async def commit(self, offsets: Mapping[TP, int], start_new_transaction: bool = True) -> bool:
         """Commit ``offsets`` (next offset to read, per input partition) with their records.
 
-        One transaction for them all (:mod:`faust_eos.commit`); True if it committed every one.
+        One transaction for them all (:mod:`faust_eos.committing.commit`); True if it committed every one.
         """
         await self._declare_new_topics()
         source_offsets = {SourceTP(tp.topic, tp.partition): offset for tp, offset in offsets.items()}

@@ -22,7 +22,7 @@ partition was claimed), it keeps:
   of them may be handed out next, and those a fetch dropped are offered again
   with the next one;
 * the records handed out and not yet processed (acknowledged by every
-  stream that took them). A batch (:mod:`faust_eos.batches`) is handed out
+  stream that took them). A batch (:mod:`faust_eos.short_paths.batches`) is handed out
   and acknowledged as one message.
 
 A commit reaches up to the first record handed out and not processed, or past
@@ -40,7 +40,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from faust.types import TP
 
-from faust_eos.unpacking import first_record_not_done
+from faust_eos.short_paths.unpacking import first_record_not_done
 
 
 @dataclass
@@ -122,7 +122,7 @@ class Delivery:
     def admit(self, tp: TP, message: Any, first_offset: Optional[int] = None) -> bool:
         """Whether to hand ``message`` to the agents: only the first record waiting may go.
 
-        A message standing for a batch (:mod:`faust_eos.batches`) takes every record
+        A message standing for a batch (:mod:`faust_eos.short_paths.batches`) takes every record
         from ``first_offset`` to its own offset; the first of them must be the first waiting.
         """
         partition = self._partitions.get(tp)

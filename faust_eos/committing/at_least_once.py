@@ -1,8 +1,8 @@
 """At-least-once on the exactly-once path, without transactions.
 
 An event's output records are staged with its input partition and offset as
-under exactly-once (:mod:`faust_eos.staging`), and its table writes kept by
-their tables (:mod:`faust_eos.table_writes`). When offsets commit
+under exactly-once (:mod:`faust_eos.state.staging`), and its table writes kept by
+their tables (:mod:`faust_eos.state.table_writes`). When offsets commit
 (:meth:`HeldSends.write_up_to`):
 
 1. the output records of the events being committed are taken, and of each
@@ -50,9 +50,9 @@ from faust.streams import current_event
 from faust.types import TP
 from faust.types.tuples import FutureMessage
 
+from faust_eos.committing.produce import CallThread, Deliveries, release, send_all
 from faust_eos.errors import OutputNotWritten, SendNotCommittable
-from faust_eos.produce import CallThread, Deliveries, release, send_all
-from faust_eos.staging import (
+from faust_eos.state.staging import (
     UNBOUND,
     CommitFuture,
     OutputStager,
@@ -64,7 +64,7 @@ from faust_eos.staging import (
     resolve,
     staged_record,
 )
-from faust_eos.table_state import TableState
+from faust_eos.state.table_state import TableState
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +195,7 @@ class HeldSends:
 
     def output_stager(self, topic: str) -> OutputStager:
         """What holds the output records events send to ``topic``; each record it holds is an awaitable that
-        resolves once it is acknowledged, at the commit (:func:`faust_eos.staging.output_stager`). A table's
+        resolves once it is acknowledged, at the commit (:func:`faust_eos.state.staging.output_stager`). A table's
         changelog is refused."""
         if topic in self.tables.changelog_topics:
             raise SendNotCommittable(f"a record sent to {topic!r}, a table's changelog: write to the table instead")

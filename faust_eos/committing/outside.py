@@ -34,14 +34,14 @@ from typing import Callable, Optional
 from aiokafka.structs import RecordMetadata
 from confluent_kafka import KafkaException
 
-from faust_eos.staging import StagedRecord
-from faust_eos.transaction import (
+from faust_eos.committing.transaction import (
     ProducerFenced,
     TransactionalProducer,
     TransactionFailed,
     TransactionStuck,
     claimed,
 )
+from faust_eos.state.staging import StagedRecord
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Faust's recovery asks its consumer where each changelog starts and ends, how far
 it has read, and how many partitions a topic has. Under transactions, after a
 broker restart, and just after a topic is created, Faust's own answers are
 wrong; :class:`RecoveryReads` answers them, and the worker's consumer
-(:class:`faust_eos.consumer.Consumer`) builds on it.
+(:class:`faust_eos.consuming.consumer.Consumer`) builds on it.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from faust_eos.faust_internals import ConsumerHooks
 if TYPE_CHECKING:
     from faust.tables.manager import TableManager
 
-    from faust_eos.manager import TransactionManager
+    from faust_eos.committing.exactly_once import TransactionManager
 
 log = logging.getLogger(__name__)
 

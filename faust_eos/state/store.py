@@ -1,7 +1,7 @@
 """``eos-rocksdb://``: a RocksDB table store that holds only committed state.
 
 A table write under faust-eos lives in memory until the transaction that
-carries its changelog record commits (:class:`faust_eos.table_writes.TableWrites`);
+carries its changelog record commits (:class:`faust_eos.state.table_writes.TableWrites`);
 reads see it at once, and a plain value is read as written rather than decoded
 again. After the commit the partition's writes (the last one per key) go to
 RocksDB as one write batch, together with the checkpoint: the changelog offset
@@ -37,8 +37,8 @@ from rocksdict import WriteBatch
 from faust_eos import faust_internals, metrics
 from faust_eos.codec import codecs_of
 from faust_eos.errors import StoreRefused
-from faust_eos.staging import StagedRecord, nothing
-from faust_eos.table_writes import DECODE, DELETED, TableWrites, Write
+from faust_eos.state.staging import StagedRecord, nothing
+from faust_eos.state.table_writes import DECODE, DELETED, TableWrites, Write
 
 if TYPE_CHECKING:
     from faust.tables.manager import TableManager

@@ -26,7 +26,7 @@ from faust.streams import current_event
 
 from faust_eos import metrics
 from faust_eos.errors import StoreRefused
-from faust_eos.store import Store
+from faust_eos.state.store import Store
 
 
 class Sweep:

@@ -9,7 +9,7 @@ when its worker starts, before any agent runs:
 
 * the app's ``Topic``, ``Table`` and ``Stream`` settings, left at Faust's own
   classes, become :class:`faust_eos.Topic`, :class:`faust_eos.Table` and
-  :class:`faust_eos.stream.Stream`, so that topics, tables and streams (each
+  :class:`faust_eos.short_paths.stream.Stream`, so that topics, tables and streams (each
   agent's among them) made from then on are the library's;
 * each topic, table and stream already made of exactly Faust's own class becomes an
   instance of the library's subclass. The subclasses add short paths and keep
@@ -30,9 +30,9 @@ from typing import Any
 import faust
 
 from faust_eos.faust_internals import compile_decode
-from faust_eos.stream import Stream
-from faust_eos.table import Table
-from faust_eos.topic import Topic
+from faust_eos.short_paths.stream import Stream
+from faust_eos.short_paths.table import Table
+from faust_eos.short_paths.topic import Topic
 
 log = logging.getLogger(__name__)
 

@@ -3,11 +3,11 @@
 Nothing an event causes reaches Kafka before the event is fully processed: its
 output records are staged here, tagged with the event's topic-partition and
 offset, and its table writes are kept by their tables
-(:mod:`faust_eos.table_writes`), tagged the same way. A commit of input
+(:mod:`faust_eos.state.table_writes`), tagged the same way. A commit of input
 partition ``tp`` up to offset ``n`` then takes exactly the records caused by
 offsets below ``n``: under exactly-once the transaction that commits those
 offsets holds all of their effects and nothing else; under at-least-once they
-are all acknowledged before the offsets commit (:mod:`faust_eos.at_least_once`).
+are all acknowledged before the offsets commit (:mod:`faust_eos.committing.at_least_once`).
 """
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ class StagedRecord:
     metadata_wanted: bool = field(repr=False, default=True)
     #: of an output record sent inside an event: its future, once awaited or given a callback
     future: Optional["CommitFuture"] = field(repr=False, default=None)
-    #: of a table's changelog record: the table write it commits (:class:`faust_eos.table_writes.Write`)
+    #: of a table's changelog record: the table write it commits (:class:`faust_eos.state.table_writes.Write`)
     write: Any = field(repr=False, default=None)
     #: of an output record sent inside an event: that event (its future may not be awaited while it runs)
     sent_in: Any = field(repr=False, default=None)
@@ -199,8 +199,8 @@ OutputStager = Callable[..., StagedRecord]
 
 def output_stager(staging: Staging, topic: str) -> OutputStager:
     """What stages the output records that events send to ``topic``: each with the input partition and offset
-    of its event's ``path`` (an :class:`~faust_eos.event_path.EventPath`); the record it returns resolves once
-    it commits. Built once per topic, as it runs for every record an agent sends."""
+    of its event's ``path`` (an :class:`~faust_eos.short_paths.event_path.EventPath`); the record it returns
+    resolves once it commits. Built once per topic, as it runs for every record an agent sends."""
     add = staging.add_at
 
     def stage(path: Any, key: Optional[bytes], value: Optional[bytes], partition: Optional[int],

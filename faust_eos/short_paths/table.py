@@ -10,7 +10,7 @@ Inside an event, on the ``eos-rocksdb://`` store, this table does each once:
   its own, as from Faust's table, so a value changed in place but not written
   back changes nothing. A key written since the last commit reads from memory,
   plain values (str, int, float, bool) without decoding, anything else decoded from
-  the write's bytes (:mod:`faust_eos.table_writes`);
+  the write's bytes (:mod:`faust_eos.state.table_writes`);
 * a write encodes key and value once and is kept by the table with its event,
   under either guarantee, until the commit writes the key's newest value to
   the changelog, once (the partition, and the check that the input topic has
@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any, Optional, cast
 
 import faust
 
-from faust_eos.event_path import EventPath
-from faust_eos.store import MISSING, Store
+from faust_eos.short_paths.event_path import EventPath
+from faust_eos.state.store import MISSING, Store
 
 if TYPE_CHECKING:
-    from faust_eos.consumer import Consumer
+    from faust_eos.consuming.consumer import Consumer
 
 
 class Table(faust.Table[Any, Any]):

@@ -2,10 +2,10 @@
 
 Each worker commits through one transactional producer, with the
 ``transactional.id`` ``<app>-worker-<worker id>`` (the worker id is kept in
-its data directory, :func:`faust_eos.outside.worker_id`). A worker restarted
+its data directory, :func:`faust_eos.committing.outside.worker_id`). A worker restarted
 on its directory claims the same id, which aborts whatever its predecessor
 left open. Records sent outside any event commit the same way, without
-offsets, through a producer of their own (:mod:`faust_eos.outside`). A commit
+offsets, through a producer of their own (:mod:`faust_eos.committing.outside`). A commit
 is one transaction, run start to finish on a worker thread::
 
     begin_transaction()
@@ -49,8 +49,8 @@ from aiokafka.structs import RecordMetadata
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from faust_eos import metrics
-from faust_eos.produce import CallThread, produce_all, release
-from faust_eos.staging import SourceTP, StagedRecord
+from faust_eos.committing.produce import CallThread, produce_all, release
+from faust_eos.state.staging import SourceTP, StagedRecord
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ class TransactionalProducer:
         :class:`TransactionFailed` (nothing became visible), or
         :class:`TransactionStuck` (the outcome is unknown until the id is claimed
         again). After any of them the producer is not used again (see
-        :mod:`faust_eos.commit`).
+        :mod:`faust_eos.committing.commit`).
         """
         with metrics.commit_duration.time():
             return await self._call(self._commit, records, offsets, group)

@@ -1,6 +1,6 @@
 """What every send and table operation inside one event shares, worked out once per event.
 
-An agent handed a batch (:mod:`faust_eos.batches`) sends and writes to tables
+An agent handed a batch (:mod:`faust_eos.short_paths.batches`) sends and writes to tables
 hundreds of times inside one Faust event. Where those records are staged,
 the input partition they belong to and which of Faust's sensors want to hear
 of them are the same for all of them: :meth:`EventPaths.current` works them out at
@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Optional
 import faust
 from faust.streams import current_event
 
-from faust_eos.staging import SourceTP
+from faust_eos.state.staging import SourceTP
 
 #: the sensor hooks the short paths call, each only on the sensors that do something in it
 SEND_HOOKS = ("on_send_initiated", "on_send_completed", "on_send_error")
@@ -47,7 +47,7 @@ class EventPath:
         self.event = event
         #: where its output records go: under exactly_once the transaction manager, under at_least_once the held sends
         self.staging = staging
-        #: where its table writes go (:class:`faust_eos.table_state.TableState`)
+        #: where its table writes go (:class:`faust_eos.state.table_state.TableState`)
         self.tables = staging.tables
         #: its input partition and offset, which its records and writes commit with
         self.source = SourceTP(message.topic, message.partition)

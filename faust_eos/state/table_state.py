@@ -1,7 +1,7 @@
 """The app's tables under faust-eos: their writes kept until commit, and their local state checked.
 
-Each table is on the ``eos-rocksdb://`` store (:mod:`faust_eos.store`). A write
-is kept by the table's store (:mod:`faust_eos.table_writes`), tagged with the
+Each table is on the ``eos-rocksdb://`` store (:mod:`faust_eos.state.store`). A write
+is kept by the table's store (:mod:`faust_eos.state.table_writes`), tagged with the
 input partition and offset of the event that made it, so reads see it at once.
 A commit of an input partition takes, per key of each table partition that
 input partition writes, the newest write below the commit's offset, as one
@@ -19,11 +19,11 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, cast
 
 from faust.types import TP
 
+from faust_eos.committing.offsets import ChangelogBounds
 from faust_eos.errors import StoreRefused
-from faust_eos.offsets import ChangelogBounds
-from faust_eos.staging import UNBOUND, SourceTP, StagedRecord
-from faust_eos.store import Store
-from faust_eos.table_writes import DELETED
+from faust_eos.state.staging import UNBOUND, SourceTP, StagedRecord
+from faust_eos.state.store import Store
+from faust_eos.state.table_writes import DELETED
 
 log = logging.getLogger(__name__)
 

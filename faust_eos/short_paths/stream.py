@@ -20,7 +20,7 @@ offset. Faust acknowledges every event of a chunk at once when the agent comes
 back for the next, so with one agent reading the topic they all commit in that
 same transaction.
 
-An app on ``eos://`` gets it as its ``Stream`` setting (:mod:`faust_eos.adoption`).
+An app on ``eos://`` gets it as its ``Stream`` setting (:mod:`faust_eos.short_paths.adoption`).
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from faust.types import ChannelT, EventT
 from mode.utils.futures import maybe_async
 
 from faust_eos.faust_internals import StreamHooks, set_task_event
-from faust_eos.stream_sensors import StreamSensors
+from faust_eos.short_paths.stream_sensors import StreamSensors
 
 #: how long a stream hands out queued events (and its agent works on them) before it lets the event loop run
 #: the worker's other tasks: about 100 events of an ordinary agent, and little beside any commit interval
