@@ -1,9 +1,10 @@
 """Exactly-once for Faust: the transport that replaces Faust's own transaction handling.
 
 Faust keeps doing what it does well (consuming, streams, tables, recovery with
-``read_committed`` readers); its consumer (:mod:`faust_eos.consuming.consumer`), its
-transaction manager (:mod:`faust_eos.committing.exactly_once`) and the producer below change
-four things:
+``read_committed`` readers); its consumer (:mod:`faust_eos.consuming.consumer`), the
+guarantee it chooses once (:mod:`faust_eos.committing.guarantee`: the transaction manager
+of :mod:`faust_eos.committing.exactly_once`, or :mod:`faust_eos.committing.at_least_once`)
+and the producers below change four things:
 
 * **Delivery**: each input record is handed to the agents once per ownership
   of its partition, and a commit never passes a record not yet processed
@@ -37,43 +38,62 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Optional, cast
 
-from faust.streams import current_event
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types.tuples import FutureMessage, RecordMetadata
 
+from faust_eos.committing.at_least_once import AtLeastOnce
 from faust_eos.committing.exactly_once import TransactionManager
 from faust_eos.consuming.consumer import Consumer
 
 
-class Producer(faust_aiokafka.Producer):
-    """Faust's producer; every record an event sends is staged with that event, under both guarantees.
+class ExactlyOnceProducer(faust_aiokafka.Producer):
+    """Faust's producer under exactly_once: every record goes to the transaction manager, and commits in a
+    transaction.
 
-    Faust's topics already send through the transaction manager under
-    exactly-once; this covers the rest: buffered sends (table changelog writes),
-    code that calls ``app.producer`` itself, and at-least-once, where the
-    records are held until their event's offset commits (:mod:`faust_eos.committing.at_least_once`).
-    Under at-least-once a record sent outside events, or with ``send_and_wait``,
-    goes out at once, Faust's way (a write of an ``eos-rocksdb://`` table outside
-    an event waits for the next commit).
+    Faust's topics already send through the transaction manager; this covers the
+    rest: buffered sends (table changelog writes) and code that calls ``app.producer`` itself.
     """
 
+    def _transactions(self) -> TransactionManager:
+        return cast(TransactionManager, self.app.consumer.transactions)
+
     def send_soon(self, fut: FutureMessage) -> None:
-        consumer = cast(Consumer, self.app.consumer)
-        if self.app.in_transaction:
-            cast(TransactionManager, consumer.transactions).stage_future_message(fut)
-        elif (current_event() is not None
-              or fut.message.channel.get_topic_name() in consumer.held_sends.tables.changelog_topics):
-            consumer.held_sends.stage_future_message(fut)
+        self._transactions().stage_future_message(fut)
+
+    async def send(self, topic: str, key: Any, value: Any, partition: Optional[int], timestamp: Optional[float],
+                   headers: Any, *, transactional_id: Optional[str] = None) -> Awaitable[RecordMetadata]:
+        return await self._transactions().send(topic, key, value, partition, timestamp, headers)
+
+    async def send_and_wait(self, topic: str, key: Any, value: Any, partition: Optional[int],
+                            timestamp: Optional[float], headers: Any, *,
+                            transactional_id: Optional[str] = None) -> RecordMetadata:
+        return await self._transactions().send_and_wait(topic, key, value, partition, timestamp, headers)
+
+
+class AtLeastOnceProducer(faust_aiokafka.Producer):
+    """Faust's producer under at_least_once: a record sent inside an event is held until its event's offset
+    commits (:mod:`faust_eos.committing.at_least_once`).
+
+    A record sent outside events, or with ``send_and_wait``, goes out at once,
+    Faust's way (a write of an ``eos-rocksdb://`` table outside an event waits for
+    the next commit).
+    """
+
+    def _held(self) -> AtLeastOnce:
+        return cast(AtLeastOnce, cast(Consumer, self.app.consumer).guarantee)
+
+    def send_soon(self, fut: FutureMessage) -> None:
+        held = self._held()
+        if held.stages(fut.message.channel.get_topic_name()):
+            held.stage_future_message(fut)
         else:
             super().send_soon(fut)
 
     async def send(self, topic: str, key: Any, value: Any, partition: Optional[int], timestamp: Optional[float],
                    headers: Any, *, transactional_id: Optional[str] = None) -> Awaitable[RecordMetadata]:
-        if self.app.in_transaction:
-            return await self.app.consumer.transactions.send(topic, key, value, partition, timestamp, headers)
-        if current_event() is not None:
-            held_sends = cast(Consumer, self.app.consumer).held_sends
-            return await held_sends.send(topic, key, value, partition, timestamp, headers)
+        held = self._held()
+        if held.accepts_sends():
+            return await held.send(topic, key, value, partition, timestamp, headers)
         sent = await super().send(topic, key, value, partition, timestamp, headers,
                                   transactional_id=transactional_id)
         cast("asyncio.Future[RecordMetadata]", sent).add_done_callback(self._note_failed_output)
@@ -81,15 +101,12 @@ class Producer(faust_aiokafka.Producer):
 
     def _note_failed_output(self, sent: Any) -> None:
         if not sent.cancelled() and sent.exception() is not None:
-            cast(Consumer, self.app.consumer).held_sends.output_failed(sent.exception())
+            self._held().output_failed(sent.exception())
 
     async def send_and_wait(self, topic: str, key: Any, value: Any, partition: Optional[int],
                             timestamp: Optional[float], headers: Any, *,
                             transactional_id: Optional[str] = None) -> RecordMetadata:
-        if self.app.in_transaction:
-            return await self.app.consumer.transactions.send_and_wait(topic, key, value, partition, timestamp,
-                                                                      headers)
-        # Under at-least-once even inside an event: the caller waits for the record, so it goes out now.
+        # even inside an event: the caller waits for the record, so it goes out now
         sent = await super().send(topic, key, value, partition, timestamp, headers, transactional_id=transactional_id)
         return await sent
 
@@ -98,5 +115,9 @@ class Transport(faust_aiokafka.Transport):
     """``eos://host:port``: Kafka through aiokafka, with exactly-once that holds."""
 
     Consumer = Consumer
-    Producer = Producer
     TransactionManager = TransactionManager
+
+    def create_producer(self, **kwargs: Any) -> faust_aiokafka.Producer:
+        """The producer of the app's guarantee (Faust's ``processing_guarantee``)."""
+        producer = ExactlyOnceProducer if self.app.in_transaction else AtLeastOnceProducer
+        return producer(self, **kwargs)

@@ -3,7 +3,7 @@
 An event's output records are staged with its input partition and offset as
 under exactly-once (:mod:`faust_eos.state.staging`), and its table writes kept by
 their tables (:mod:`faust_eos.state.table_writes`). When offsets commit
-(:meth:`HeldSends.write_up_to`):
+(:meth:`AtLeastOnce.commit`):
 
 1. the output records of the events being committed are taken, and of each
    table key those events wrote, the newest write, as one changelog record;
@@ -12,7 +12,7 @@ their tables (:mod:`faust_eos.state.table_writes`). When offsets commit
    (:meth:`PlainProducer.deliver`);
 3. then it produces the table changelog records the same way;
 4. the table writes reach RocksDB with their checkpoints and the records'
-   futures resolve; then, and only then, Faust commits the offsets to the group.
+   futures resolve; then, and only then, the offsets commit to the group.
 
 Outputs go before table writes because a table write can record that an event
 was handled (a deduplication mark, a stream time). Written in one step, a crash
@@ -49,7 +49,10 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from faust.streams import current_event
 from faust.types import TP
 from faust.types.tuples import FutureMessage
+from mode import Service
 
+from faust_eos.committing.guarantee import ConsumerCalls
+from faust_eos.committing.offsets import CommittedOffsets
 from faust_eos.committing.produce import CallThread, Deliveries, release, send_all
 from faust_eos.errors import OutputNotWritten, SendNotCommittable
 from faust_eos.state.staging import (
@@ -167,16 +170,30 @@ class PlainProducer:
         release(producer)
 
 
-class HeldSends:
-    """An event's records, held until its offset commits, then produced in one batch with the others."""
+class AtLeastOnce(Service):
+    """The at-least-once guarantee (:class:`~faust_eos.committing.guarantee.Guarantee`): an event's records,
+    held until its offset commits, then produced in one batch with the others. A service of the consumer's,
+    as the transaction manager is under exactly-once."""
 
-    def __init__(self, tables: TableState, producer: Any, on_full: Callable[[], None], max_held: int) -> None:
+    def __init__(self, tables: TableState, producer: Any, consumer: ConsumerCalls, max_held: int,
+                 offsets: Callable[[], CommittedOffsets], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.tables = tables
         self.staging = Staging()
         self._producer = producer
-        self._on_full = on_full  # starts a commit before the interval ends
+        self._consumer = consumer
         self._max_held = max_held
         self._output_failure: Optional[BaseException] = None
+        self._new_offsets_reader = offsets
+        self._offsets_reader: Optional[CommittedOffsets] = None  # made at the first read
+
+    def accepts_sends(self) -> bool:
+        """Records sent inside an event are held here; others go out at once, through Faust's producer."""
+        return current_event() is not None
+
+    def stages(self, topic: str) -> bool:
+        """Whether a record sent now to ``topic`` is held here: inside an event, or a table's changelog write."""
+        return current_event() is not None or topic in self.tables.changelog_topics
 
     def output_failed(self, exc: BaseException) -> None:
         """A record sent straight to Faust's producer failed: no offset may commit any more."""
@@ -223,11 +240,50 @@ class HeldSends:
         else:
             raise SendNotCommittable(f"a record to {topic!r} outside any event is Faust's producer's to send")
         if self.uncommitted() >= self._max_held:
-            self._on_full()
+            self._consumer.commit_early()
 
     def uncommitted(self) -> int:
         """How many records (outputs and table writes) wait for their commit."""
         return len(self.staging) + self.tables.held()
+
+    async def commit(self, offsets: Mapping[TP, int]) -> bool:
+        """Write the records of the events below ``offsets``, then commit ``offsets`` to the group; True if the
+        group accepted them. Raises :class:`OutputNotWritten` if a record can never be written."""
+        try:
+            await self.write_up_to(offsets)
+        except KafkaException as exc:
+            log.warning("The records of the events being committed were not all written, offsets not "
+                        "committed; the next commit writes them again: %s", exc)
+            return False
+        accepted = await self._consumer.commit_offsets_to_group(offsets)
+        if accepted:
+            self._consumer.count_committed(len(offsets))
+        return accepted
+
+    async def commit_outside_events(self, committable: Callable[[TP], Optional[int]]) -> None:
+        """Nothing of its own: a table write outside events goes with the next commit of offsets, and other
+        records outside events went out at once."""
+
+    def owns(self, tp: TP) -> bool:
+        """Every assigned partition: without transactions no claim fences an earlier owner."""
+        return True
+
+    async def committed_offsets(self, tps: Iterable[TP]) -> Mapping[TP, Optional[int]]:
+        """The group's committed offsets, read on a thread (the reader blocks)."""
+        tps = list(tps)
+        if not tps:
+            return {}
+        if self._offsets_reader is None:
+            self._offsets_reader = self._new_offsets_reader()
+        return await asyncio.get_running_loop().run_in_executor(None, self._offsets_reader.read, tps)
+
+    async def refuse_lost_offsets(self, committed: Mapping[TP, Optional[int]], sources: Iterable[TP]) -> None:
+        """Nothing to refuse: a group that lost its offsets replays from the first record, which repeats effects
+        at worst and loses none."""
+
+    async def changelog_ends(self, tps: Iterable[TP]) -> None:
+        """None: the consumer's own answer (the high watermarks) is where a restore ends."""
+        return None
 
     async def write_up_to(self, offsets: Mapping[TP, int]) -> None:
         """Produce and store the records of events below ``offsets``, and any table writes made outside events.
@@ -273,5 +329,8 @@ class HeldSends:
             if dropped:
                 log.info("Dropped %d unwritten records of %s[%d]", dropped, tp.topic, tp.partition)
 
-    def close(self) -> None:
+    async def on_stop(self) -> None:
+        """Drop the producer, and the offsets reader off the event loop (its close waits for a read running)."""
         self._producer.close()
+        if self._offsets_reader is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._offsets_reader.close)

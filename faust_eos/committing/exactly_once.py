@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping, Optional, Set, TypeVar, cast
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Optional, Set, cast
 
 from aiokafka.errors import KafkaError as AioKafkaError
-from confluent_kafka import KafkaException
 from faust.streams import current_event
 from faust.transport.consumer import TransactionManager as FaustTransactionManager
 from faust.types import TP
 from faust.types.tuples import FutureMessage, RecordMetadata
 
 from faust_eos.committing.commit import WorkerCommits
-from faust_eos.committing.offsets import ChangelogBounds, CommittedOffsets, changelogs_to_check, lost_offsets
+from faust_eos.committing.committed_reads import CommittedReads
+from faust_eos.committing.guarantee import ConsumerCalls
 from faust_eos.committing.outside import OutsideEventSends, outside_transactional_id, worker_id
 from faust_eos.committing.produce import producer_config
 from faust_eos.committing.transaction import TransactionalProducer, group_metadata, worker_transactional_id
@@ -33,7 +32,6 @@ from faust_eos.errors import (
     wait_inside_event_refused,
 )
 from faust_eos.options import max_uncommitted_records, refuse_settings_that_bypass_transactions, transaction_timeout_ms
-from faust_eos.security import librdkafka_client
 from faust_eos.state.staging import (
     UNBOUND,
     CommitFuture,
@@ -47,34 +45,26 @@ from faust_eos.state.staging import (
 )
 from faust_eos.state.table_state import TableState
 
-if TYPE_CHECKING:
-    from faust.tables.manager import TableManager
-
-    from faust_eos.consuming.consumer import Consumer
-
 log = logging.getLogger(__name__)
-
-_T = TypeVar("_T")
-
-#: how often a broker looks for transactions past their timeout to abort them (Kafka's default
-#: ``transaction.abort.timed.out.transaction.cleanup.interval.ms``), with a margin
-EXPIRED_TRANSACTIONS_CHECK_S = 15.0
 
 
 class TransactionManager(FaustTransactionManager):
-    """Stages sends by source event and commits them in the worker's transactions."""
+    """The exactly-once guarantee (:class:`~faust_eos.committing.guarantee.Guarantee`): stages sends by source
+    event and commits them in the worker's transactions."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        #: the consumer this manager commits for, as far as the commit side calls it
+        self.calls = cast(ConsumerCalls, self.consumer)
         self.staging = Staging()
         self.tables = TableState(one_source=True)  # the app's tables join it at start
         self._commits = WorkerCommits(self.staging, self.tables, self._new_worker_transaction, self._member,
-                                      lambda: cast("Consumer", self.consumer).request_rejoin())
-        self._committed: Optional[CommittedOffsets] = None
+                                      lambda: self.calls.request_rejoin())
         self._ownership = asyncio.Lock()  # commits never overlap a change of owned partitions
-        self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="eos-offsets")
         self._transaction_timeout_ms = transaction_timeout_ms(self.app.conf.broker,
                                                              self.app.conf.broker_commit_interval)
+        self.reads = CommittedReads(self.app, self.tables, self.calls, self._transaction_timeout_ms / 1000,
+                                    lambda: self.should_stop)
         #: staged records at which a commit starts early, so memory stays bounded
         self._max_uncommitted = max_uncommitted_records(self.app.conf.broker)
         self.outside = OutsideEventSends(self._new_outside_transaction)
@@ -88,16 +78,17 @@ class TransactionManager(FaustTransactionManager):
         self._changelog_topics = frozenset(self.app.tables.changelog_topics)
         refuse_settings_that_bypass_transactions(self.app.conf)
         self.tables.add(self.app.tables.values())
-        self._committed = CommittedOffsets(librdkafka_client(self.app.conf), self.app.conf.id)
+        self.reads.start()
 
     async def on_stop(self) -> None:
         await super().on_stop()
         self._commits.close()
         self.outside.close()
-        if self._committed is not None:
-            self._committed.interrupt()  # a read still running gives up, so the close soon follows
-            self._threads.submit(self._committed.close)
-        self._threads.shutdown(wait=False)
+        self.reads.close()
+
+    def accepts_sends(self) -> bool:
+        """Once the manager runs, every record sent is staged here, inside events or not."""
+        return self.started
 
     # -- sends -----------------------------------------------------------------
     async def send(
@@ -123,9 +114,8 @@ class TransactionManager(FaustTransactionManager):
             future = CommitFuture(loop=self.loop)
             self.stage(topic, key, value, partition, timestamp, headers, future.set_result)
             return future
-        path = cast("Consumer", self.consumer).event_paths.current()
         record = self.stage(topic, key, value, partition, timestamp, headers, None,
-                            metadata_wanted=path is None or path.sensors_read_records)
+                            metadata_wanted=self.calls.sensors_read_records())
         assert record is not None  # an output record sent inside an event
         record.sent_in = event
         return record
@@ -196,7 +186,7 @@ class TransactionManager(FaustTransactionManager):
             self.outside.add(staged_record(topic, key, value, partition, timestamp, headers, UNBOUND, committed))
             return None
         if self.uncommitted() >= self._max_uncommitted:
-            cast("Consumer", self.consumer).commit_early()
+            self.calls.commit_early()
         return record
 
     def uncommitted(self) -> int:
@@ -232,7 +222,7 @@ class TransactionManager(FaustTransactionManager):
                     await self.create_topic(topic, conf.topic_partitions, conf.topic_replication_factor)
                 except AioKafkaError as exc:
                     raise self._missing(topic, f"the cluster refused to create it ({exc})") from exc
-            elif not await self._in_thread(cast(CommittedOffsets, self._committed).topic_exists, topic):
+            elif not await self.reads.topic_exists(topic):
                 raise self._missing(topic, "it does not exist, and this app may not create topics "
                                            "(topic_allow_declare=False)")
             self._topics_to_declare.discard(topic)
@@ -257,7 +247,7 @@ class TransactionManager(FaustTransactionManager):
         source_offsets = {SourceTP(tp.topic, tp.partition): offset for tp, offset in offsets.items()}
         async with self._ownership:
             committed = await self._commits.run(source_offsets)
-        cast("Consumer", self.consumer).count_committed(sum(committed.values()))
+        self.calls.count_committed(sum(committed.values()))
         return all(committed.values())
 
     async def commit_outside_events(self, committable: Callable[[TP], Optional[int]]) -> None:
@@ -280,6 +270,9 @@ class TransactionManager(FaustTransactionManager):
 
     # -- ownership -------------------------------------------------------------
     async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
+        """Nothing to flush: the consumer drops the revoked partitions' records itself (:meth:`drop`)."""
+
+    def drop(self, revoked: Iterable[TP]) -> None:
         """Faust forgot the revoked partitions' pending offsets: drop their records, commit nothing more of them.
 
         Nothing of theirs may commit any more: events processed after the hand-over
@@ -290,7 +283,11 @@ class TransactionManager(FaustTransactionManager):
             self._commits.give_up(SourceTP(tp.topic, tp.partition), f"{tp.topic}[{tp.partition}] revoked before commit")
 
     def owns(self, tp: TP) -> bool:
-        """Whether this worker owns input partition ``tp`` in the current assignment."""
+        """Whether this worker owns input partition ``tp`` in the current assignment, its id claimed.
+
+        From then on the group refuses a previous owner's offsets, and the stable read
+        waits for any it sent before, so the committed offset read is final.
+        """
         return SourceTP(tp.topic, tp.partition) in self._commits.owned
 
     async def on_rebalance(self, assigned: Set[TP], revoked: Set[TP], newly_assigned: Set[TP]) -> None:
@@ -305,107 +302,28 @@ class TransactionManager(FaustTransactionManager):
             self._commits.owned.clear()
             if not await self._commits.claim():
                 # unclaimed, nothing can commit: ask for another rebalance
-                cast("Consumer", self.consumer).request_rejoin()
+                self.calls.request_rejoin()
                 return
             self._commits.owned.update(
                 SourceTP(tp.topic, tp.partition)
                 for tp in assigned
                 if not self.app.assignor.is_standby(tp) and tp.topic not in self._changelog_topics
             )
-            await self._check_local_state({tp for tp in assigned if tp.topic in self._changelog_topics})
+            await self.reads.check_local_state({tp for tp in assigned if tp.topic in self._changelog_topics})
 
-    async def _check_local_state(self, changelog_tps: Set[TP]) -> None:
-        """Rebuild from its changelog every assigned table partition whose local state cannot be trusted."""
-        if not changelog_tps:
-            return
-        try:
-            bounds = await self._settled_bounds(changelog_tps)
-        except KafkaException as exc:
-            log.warning("Could not read the changelogs' bounds (%s); rejoining the group to check again", exc)
-            cast("Consumer", self.consumer).request_rejoin()
-            return
-        counts = {topic: self.consumer.topic_partitions(topic) for topic in {tp.topic for tp in changelog_tps}}
-        untrusted = self.tables.untrusted(changelog_tps, bounds, counts)
-        recovery = cast("TableManager", self.app.tables).recovery
-        for tp, why in untrusted.items():
-            self.tables.rebuild(tp, why)
-            recovery.revoke(tp)  # recovery remembers how far it restored a partition it keeps: start over
-        # The changelog reader of a partition this worker keeps is still at its end, and
-        # Faust's recovery takes "position at the end" for "restored": rewind it.
-        kept = set(untrusted) & set(self.consumer.assignment())
-        if kept:
-            await cast("Consumer", self.consumer).seek_to_beginning(*kept)
-
-    async def _settled_bounds(self, changelog_tps: Set[TP]) -> dict[TP, ChangelogBounds]:
-        """The changelogs' bounds, read again while a local checkpoint is past a pending transaction.
-
-        A checkpoint is written only once its transaction committed, but the broker
-        answers a commit before writing its markers; after a broker restart, or for
-        a partition whose claim failed, they may still be missing. Such a checkpoint
-        is judged once the transaction settles, or after half the session timeout:
-        this runs inside the group's rebalance, when the worker sends no heartbeats.
-        """
-        assert self._committed is not None
-        bounds = await self._in_thread(self._committed.restore_bounds, list(changelog_tps))
-        waiting = self.tables.ahead_of_pending_commits(changelog_tps, bounds)
-        if not waiting:
-            return bounds
-        log.info("Waiting for pending transactions on %s to settle before checking their local state",
-                 ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(waiting)))
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + min(self._transaction_timeout_ms / 1000, self.app.conf.broker_session_timeout / 2)
-        while waiting and loop.time() < deadline and not self.should_stop:
-            await asyncio.sleep(0.2)
-            try:
-                bounds = await self._in_thread(self._committed.restore_bounds, list(changelog_tps))
-            except (KafkaException, RuntimeError) as exc:  # RuntimeError: stopping, the threads are gone
-                log.warning("Could not read the changelogs' bounds again (%s); judging with the last read", exc)
-                break
-            waiting = self.tables.ahead_of_pending_commits(waiting, bounds)
-        if waiting:
-            log.warning("Transactions on %s did not settle in time; judging their local state as it stands",
-                        ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(waiting)))
-        return bounds
-
-    async def stable_committed_offsets(self, tps: Iterable[TP]) -> dict[TP, Optional[int]]:
+    async def committed_offsets(self, tps: Iterable[TP]) -> Mapping[TP, Optional[int]]:
         """The group's committed offsets, once no transaction still holds them pending."""
-        tps = list(tps)
-        if not tps:
-            return {}
-        assert self._committed is not None
-        return await self._in_thread(self._committed.read, tps)
+        return await self.reads.stable_committed_offsets(tps)
 
     async def refuse_lost_offsets(self, committed: Mapping[TP, Optional[int]], sources: Iterable[TP]) -> None:
         """Raise :class:`~faust_eos.errors.OffsetsLost` if the group lost the committed offsets of input
-        partitions (``sources``: every one assigned) whose tables' changelogs hold committed records."""
-        # every changelog is of a table written in its event's partition: self.tables refused the others at start
-        changelogs = changelogs_to_check(committed, sources, [
-            tp for tp in self.consumer.assignment() if tp.topic in self._changelog_topics],
-            standbys=self.app.assignor.assigned_standbys())
-        if changelogs:
-            assert self._committed is not None
-            bounds = await self._in_thread(self._committed.restore_bounds, changelogs)
-            error = lost_offsets(self.app.conf.id, committed, bounds)
-            if error is not None:
-                raise error
+        partitions whose tables' changelogs hold committed records."""
+        await self.reads.refuse_lost_offsets(committed, sources)
 
-    async def restore_ends(self, tps: Iterable[TP]) -> dict[TP, int]:
-        """Per changelog partition, the offset just past its last committed record, once every transaction
-        open there has ended.
-
-        A transaction left open there by an owner that died inside it (or that is
-        paused) hides the records committed after it, by the owners that followed,
-        until it ends: within the transaction timeout, plus the broker's check for
-        expired transactions. Raises :class:`KafkaException` if one stays open longer.
-        """
-        tps = list(tps)
-        if not tps:
-            return {}
-        within_s = min(self._transaction_timeout_ms / 1000 + EXPIRED_TRANSACTIONS_CHECK_S,
-                       self.app.conf.broker_request_timeout / 2)  # Faust's recovery waits that long at most
-        assert self._committed is not None
-        await self._in_thread(self._committed.wait_for_open_transactions, tps, within_s)
-        return await self._in_thread(self._committed.restore_ends, tps)
+    async def changelog_ends(self, tps: Iterable[TP]) -> Mapping[TP, int]:
+        """Per changelog partition, the offset past its last committed record, once no transaction is open
+        there (:meth:`~faust_eos.committing.committed_reads.CommittedReads.restore_ends`)."""
+        return await self.reads.restore_ends(tps)
 
     # -- helpers ---------------------------------------------------------------
     def _new_transaction(self, txn_id: str) -> TransactionalProducer:
@@ -426,16 +344,7 @@ class TransactionManager(FaustTransactionManager):
 
     def _member(self) -> Optional[bytes]:
         """This worker's membership of the group, as the broker checks it at a commit; None while it has none."""
-        generation, member_id = cast("Consumer", self.consumer).group_membership()
+        generation, member_id = self.calls.group_membership()
         if generation < 0 or not member_id:
             return None
         return group_metadata(self.app.conf.id, generation, member_id)
-
-    async def _in_thread(self, fn: Callable[..., _T], *args: Any) -> _T:
-        try:
-            call = self.loop.run_in_executor(self._threads, fn, *args)
-        except RuntimeError:  # the threads are shut down: the worker stops
-            if self.should_stop:  # a rebalance still running ends here, instead of crashing the stopping app
-                raise asyncio.CancelledError() from None
-            raise
-        return await call

@@ -15,16 +15,17 @@ import asyncio
 import contextvars
 import gc
 import logging
-from typing import Any, AsyncIterator, Iterable, Mapping, Optional, Set, Union, cast
+from typing import Any, AsyncIterator, Iterable, Mapping, Optional, Set, cast
 
 from aiokafka.errors import KafkaError as AioKafkaError
 from confluent_kafka import KafkaException
-from faust.streams import current_event
 from faust.types import TP
+from mode import ServiceT
 
 from faust_eos import faust_internals, metrics
-from faust_eos.committing.at_least_once import HeldSends, PlainProducer
+from faust_eos.committing.at_least_once import AtLeastOnce, PlainProducer
 from faust_eos.committing.exactly_once import TransactionManager
+from faust_eos.committing.guarantee import Guarantee
 from faust_eos.committing.offsets import CommittedOffsets
 from faust_eos.committing.produce import producer_config
 from faust_eos.consuming.delivery import Delivery
@@ -62,10 +63,8 @@ class Consumer(RecoveryReads):
         #: input partitions whose offsets really committed since start: one per transaction
         #: under exactly_once, one per partition of an offset commit the group accepted otherwise
         self.partitions_committed = 0
-        self._held_sends: Optional[HeldSends] = None
+        self._guarantee: Optional[Guarantee] = None
         self._early_commit: Optional[Any] = None  # the task of a commit started before the interval ends
-        # at-least-once's; exactly-once reads through its transactions
-        self._offsets_reader: Optional[CommittedOffsets] = None
         #: changelog topic -> the store applying its fetched batches whole (see _condensed)
         self._batch_restoring_stores: Optional[dict[str, Store]] = None
         #: topic -> records per batch, None if handed out one by one (see _condensed)
@@ -82,24 +81,34 @@ class Consumer(RecoveryReads):
         return FETCH_MIN_BYTES
 
     @property
-    def held_sends(self) -> HeldSends:
-        """Under at-least-once: the records of events waiting for their offsets to commit."""
-        if self._held_sends is None:  # first asked once the worker runs: every table is declared by then
-            tables = TableState(self.app.tables.values(), other_stores_allowed=True)
-            self._held_sends = HeldSends(tables, PlainProducer(producer_config(self.app.conf)), self.commit_early,
-                                         max_uncommitted_records(self.app.conf.broker))
-        return self._held_sends
+    def guarantee(self) -> Guarantee:
+        """Where the records of this worker's events wait and how they commit, chosen once, from Faust's
+        ``processing_guarantee``: the transaction manager under exactly_once, :class:`AtLeastOnce` otherwise."""
+        if self._guarantee is None:  # first asked as the worker starts: every table is declared by then
+            self._guarantee = self._chosen_guarantee()
+        return self._guarantee
 
-    def staging_for_sends(self) -> Optional[Union[TransactionManager, HeldSends]]:
-        """Where a record sent now is staged; None if it takes Faust's path.
-
-        Under exactly_once the transaction manager, once it runs; under
-        at_least_once the held sends, inside an event.
-        """
+    def _chosen_guarantee(self) -> Guarantee:
         if self.in_transaction:
-            transactions = cast(TransactionManager, self.transactions)
-            return transactions if transactions.started else None
-        return self.held_sends if current_event() is not None else None
+            return cast(TransactionManager, self.transactions)
+        conf = self.app.conf
+        return AtLeastOnce(TableState(self.app.tables.values(), other_stores_allowed=True),
+                           PlainProducer(producer_config(conf)), self, max_uncommitted_records(conf.broker),
+                           lambda: CommittedOffsets(librdkafka_client(conf), conf.id), loop=self.loop,
+                           beacon=self.beacon)
+
+    def on_init_dependencies(self) -> Iterable[ServiceT]:
+        """The guarantee runs as a service of the consumer's (Faust starts its transaction manager only so)."""
+        return [cast(ServiceT, self.guarantee)]
+
+    def staging_for_sends(self) -> Optional[Guarantee]:
+        """Where a record sent now is staged; None if it takes Faust's path."""
+        guarantee = self.guarantee
+        return guarantee if guarantee.accepts_sends() else None
+
+    def sensors_read_records(self) -> bool:
+        path = self.event_paths.current()
+        return path is None or path.sensors_read_records
 
     async def run_commit_timer(self) -> None:
         await commit_every(self.commit_interval, self.commit, clock=self.loop.time, sleep=self.sleep,
@@ -131,34 +140,25 @@ class Consumer(RecoveryReads):
         metrics.input_partitions_committed.inc(partitions)
 
     async def commit_to_group(self, offsets: Mapping[TP, int]) -> bool:
-        # At-least-once: the events' records are acknowledged before their offsets commit.
-        if not self.in_transaction:
-            try:
-                await self.held_sends.write_up_to(offsets)
-            except KafkaException as exc:
-                log.warning("The records of the events being committed were not all written, offsets not "
-                            "committed; the next commit writes them again: %s", exc)
-                return False
-        accepted = await super().commit_to_group(offsets)
-        if accepted:
-            self.count_committed(len(offsets))
-        return accepted
+        # Faust commits to the group itself only without transactions (exactly-once commits in its
+        # transaction manager): the at-least-once guarantee writes the events' records first.
+        return await self.guarantee.commit(offsets)
+
+    async def commit_offsets_to_group(self, offsets: Mapping[TP, int]) -> bool:
+        return await super().commit_to_group(offsets)
 
     async def force_commit(self, topics: Any = None, start_new_transaction: bool = True) -> bool:
         self._commits_begun += 1
         try:
             committed: bool = await super().force_commit(topics, start_new_transaction=start_new_transaction)
-            if self.in_transaction:
-                await cast(TransactionManager, self.transactions).commit_outside_events(self.delivery.committable)
+            await self.guarantee.commit_outside_events(self.delivery.committable)
         finally:
             self._commit_ended.set()
         return committed
 
     def uncommitted_records(self) -> int:
         """How many records (outputs and table writes) wait for their commit."""
-        if self.in_transaction:
-            return cast(TransactionManager, self.transactions).uncommitted()
-        return self._held_sends.uncommitted() if self._held_sends is not None else 0
+        return self.guarantee.uncommitted()
 
     async def _wait_for_room(self) -> None:
         """While ``max_uncommitted_records`` wait for their commit, hand out no new input: commit first.
@@ -208,9 +208,8 @@ class Consumer(RecoveryReads):
             log.info("Handing over partitions; committed offsets: %s",
                      _offsets_text(faust_internals.committed_offsets(self)))
         self.delivery.close()  # nothing more is handed out or committed until the next positioning
-        if self._held_sends is not None:
-            self._held_sends.drop(revoked)
         await super().on_partitions_revoked(revoked)
+        self.guarantee.drop(revoked)
 
     async def fetch_batch(self, active_partitions: Optional[Set[TP]], timeout: float) -> Mapping[TP, list[Any]]:
         started = self.delivery.fetch_started()
@@ -330,13 +329,13 @@ class Consumer(RecoveryReads):
         """
         generation = self.app.consumer_generation_id
         assigned_sources = [tp for tp in self.assignment() if tp.topic not in self.app.tables.changelog_topics]
-        sources = [tp for tp in assigned_sources if self._owns(tp)]
+        sources = [tp for tp in assigned_sources if self.guarantee.owns(tp)]
         never_positioned = [tp for tp in sources if self.delivery.resume_point(tp) is None]
         try:
-            committed = await self._committed_offsets(sources)
+            committed = await self.guarantee.committed_offsets(sources)
             never_committed = [tp for tp in never_positioned if committed.get(tp) is None]
-            if never_committed and self.in_transaction:
-                await cast(TransactionManager, self.transactions).refuse_lost_offsets(committed, assigned_sources)
+            if never_committed:
+                await self.guarantee.refuse_lost_offsets(committed, assigned_sources)
             first_offsets = await self.earliest_offsets(*never_committed) if never_committed else {}
         except (KafkaException, AioKafkaError) as exc:
             # The broker is away for longer than the reads wait (a restart on a busy machine).
@@ -357,7 +356,7 @@ class Consumer(RecoveryReads):
                 resumed[tp] = resume
 
         def still_owned(tp: TP) -> bool:  # else a rebalance overtook this; the next positioning starts afresh
-            return self.app.consumer_generation_id == generation and self._owns(tp)
+            return self.app.consumer_generation_id == generation and self.guarantee.owns(tp)
 
         for tp, offset in {**started, **resumed}.items():
             if not still_owned(tp):
@@ -381,29 +380,6 @@ class Consumer(RecoveryReads):
 
     def _processed_uncommitted(self) -> bool:
         return bool(self.committable_offsets(self.assignment()))
-
-    def _owns(self, tp: TP) -> bool:
-        # Under exactly-once only partitions of the current assignment, once the worker's id is
-        # claimed: the group refuses a previous owner's offsets from this generation on, and the
-        # stable read waits for any it sent before, so the committed offset read is final.
-        return cast(TransactionManager, self.transactions).owns(tp) if self.in_transaction else True
-
-    async def _committed_offsets(self, tps: list[TP]) -> Mapping[TP, Optional[int]]:
-        if self.in_transaction:
-            return await cast(TransactionManager, self.transactions).stable_committed_offsets(tps)
-        if not tps:
-            return {}
-        if self._offsets_reader is None:
-            self._offsets_reader = CommittedOffsets(librdkafka_client(self.app.conf), self.app.conf.id)
-        return await self.loop.run_in_executor(None, self._offsets_reader.read, tps)
-
-    async def on_stop(self) -> None:
-        await super().on_stop()
-        if self._held_sends is not None:
-            self._held_sends.close()
-        if self._offsets_reader is not None:
-            # close() waits for a read still running to give up: off the event loop
-            await self.loop.run_in_executor(None, self._offsets_reader.close)
 
 
 def _offsets_text(offsets: Mapping[TP, Optional[int]]) -> str:

@@ -16,12 +16,11 @@ from confluent_kafka import KafkaException
 from faust.tables.recovery import RebalanceAgain
 from faust.types import TP
 
+from faust_eos.committing.guarantee import Guarantee
 from faust_eos.faust_internals import ConsumerHooks
 
 if TYPE_CHECKING:
     from faust.tables.manager import TableManager
-
-    from faust_eos.committing.exactly_once import TransactionManager
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +33,11 @@ class RecoveryReads(ConsumerHooks):
     """Faust's consumer, answering its table recovery right under transactions and broker restarts."""
 
     _asking_for_missing_topics = False
+
+    @property
+    def guarantee(self) -> Guarantee:
+        """Where the worker's records wait and how they commit: chosen by the consumer built on this."""
+        raise NotImplementedError
 
     async def on_partitions_assigned(self, assigned: Set[TP], generation_id: int = 0) -> None:
         # A topic created a moment before the worker started (its input, or the changelog,
@@ -67,16 +71,15 @@ class RecoveryReads(ConsumerHooks):
         # restored once it has applied the record just before that end. Faust reads
         # the end from the last fetch response, which may not exist yet for a partition
         # just assigned; and under transactions the offsets before the end hold commit
-        # markers, not records. Asked of the broker: the offset past the last committed record.
-        if self.in_transaction:
-            try:
-                return await cast("TransactionManager", self.transactions).restore_ends(partitions)
-            except KafkaException as exc:
-                # The broker is away for longer than the reads wait: restore again after a rebalance.
-                log.warning("Could not read where the changelogs end (%s); rejoining the group to restore again", exc)
-                self.request_rejoin()
-                raise RebalanceAgain() from exc
-        return await super().highwaters(*partitions)
+        # markers, not records. Under exactly-once asked of the broker: the offset past the last committed record.
+        try:
+            ends = await self.guarantee.changelog_ends(partitions)
+        except KafkaException as exc:
+            # The broker is away for longer than the reads wait: restore again after a rebalance.
+            log.warning("Could not read where the changelogs end (%s); rejoining the group to restore again", exc)
+            self.request_rejoin()
+            raise RebalanceAgain() from exc
+        return ends if ends is not None else await super().highwaters(*partitions)
 
     async def earliest_offsets(self, *partitions: TP) -> Mapping[TP, int]:
         # Faust's recovery seeks each changelog to the offset before its first record. Just

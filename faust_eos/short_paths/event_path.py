@@ -8,11 +8,12 @@ the event's first operation and hands the same answer to the rest.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, Protocol
 
 import faust
 from faust.streams import current_event
 
+from faust_eos.committing.guarantee import Guarantee
 from faust_eos.state.staging import SourceTP
 
 #: the sensor hooks the short paths call, each only on the sensors that do something in it
@@ -42,10 +43,10 @@ class EventPath:
     __slots__ = ("event", "staging", "tables", "source", "offset", "partition", "send_sensors",
                  "sensors_read_records", "table_sensors")
 
-    def __init__(self, event: Any, staging: Any, watching: Watching) -> None:
+    def __init__(self, event: Any, staging: Guarantee, watching: Watching) -> None:
         message = event.message
         self.event = event
-        #: where its output records go: under exactly_once the transaction manager, under at_least_once the held sends
+        #: where its output records go: the worker's guarantee
         self.staging = staging
         #: where its table writes go (:class:`faust_eos.state.table_state.TableState`)
         self.tables = staging.tables
@@ -62,7 +63,7 @@ class EventPath:
 class EventPaths:
     """One consumer's short path for the event being processed."""
 
-    def __init__(self, staging_for_sends: Callable[[], Any], sensors: Callable[[], Iterable[Any]],
+    def __init__(self, staging_for_sends: Callable[[], Optional[Guarantee]], sensors: Callable[[], Iterable[Any]],
                  on_event: Callable[[], None]) -> None:
         self._staging_for_sends = staging_for_sends
         self._sensors = sensors
@@ -89,6 +90,15 @@ class EventPaths:
         if sensors != self._watching.sensors:
             self._watching = Watching(sensors)
         return self._watching
+
+
+class EventPathsOwner(Protocol):
+    """The worker's consumer, as the short paths ask it where the event being processed sends."""
+
+    event_paths: EventPaths
+
+    def staging_for_sends(self) -> Optional[Guarantee]:
+        """Where a record sent now is staged; None if it takes Faust's path."""
 
 
 def overrides(sensor: Any, hooks: tuple[str, ...]) -> bool:

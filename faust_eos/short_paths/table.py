@@ -22,15 +22,12 @@ on another store, for windowed tables and for tables with their own
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, cast
+from typing import Any, Optional, cast
 
 import faust
 
-from faust_eos.short_paths.event_path import EventPath
+from faust_eos.short_paths.event_path import EventPath, EventPathsOwner
 from faust_eos.state.store import MISSING, Store
-
-if TYPE_CHECKING:
-    from faust_eos.consuming.consumer import Consumer
 
 
 class Table(faust.Table[Any, Any]):
@@ -46,7 +43,7 @@ class Table(faust.Table[Any, Any]):
                 isinstance(self.data, Store) and self.schema is None and not self.use_partitioner
                 and not self.is_global
             )
-        return cast("Consumer", self.app.consumer).event_paths.current() if short else None
+        return cast(EventPathsOwner, self.app.consumer).event_paths.current() if short else None
 
     def __getitem__(self, key: Any) -> Any:
         path = self._fast_path()
@@ -102,4 +99,4 @@ class Table(faust.Table[Any, Any]):
         if self.__dict__.get("_checked_event") is not path.event:
             self.partition_for_key(key)  # Faust's check that the input has as many partitions as the changelog
             self.__dict__["_checked_event"] = path.event
-        path.tables.write(self.data, path.partition, raw_key, value, raw_value, path.source, path.offset)
+        path.tables.write(cast(Store, self.data), path.partition, raw_key, value, raw_value, path.source, path.offset)

@@ -30,15 +30,15 @@ from faust.types import CodecArg, HeadersArg, RecordMetadata, SchemaT
 from faust.types.tuples import MessageSentCallback, PendingMessage
 
 from faust_eos.codec import Codecs, codecs_of
+from faust_eos.committing.guarantee import Guarantee
 from faust_eos.faust_internals import TopicHooks
 from faust_eos.short_paths.batches import Batch, Batches
-from faust_eos.short_paths.event_path import EventPath
+from faust_eos.short_paths.event_path import EventPath, EventPathsOwner
 from faust_eos.short_paths.unpacking import Decode, UnpackingQueue
 
 if TYPE_CHECKING:
     import asyncio
 
-    from faust_eos.consuming.consumer import Consumer
     from faust_eos.state.staging import OutputStager
 
 
@@ -75,7 +75,9 @@ class Topic(TopicHooks):
     ) -> Awaitable[RecordMetadata]:
         """Send as Faust does; with no ``callback``, staged directly where the record commits."""
         app = self.app
-        path = cast("Consumer", app.consumer).event_paths.current() if callback is None and app.in_worker else None
+        worker = cast(EventPathsOwner, app.consumer) if callback is None and app.in_worker else None
+        path = worker.event_paths.current() if worker is not None else None
+        staging: Optional[Guarantee]
         if path is not None:
             if (headers is None and schema is None and key_serializer is None and value_serializer is None
                     and not path.sensors_read_records):
@@ -86,7 +88,7 @@ class Topic(TopicHooks):
                     return plain.send(path, key, value, partition, timestamp)
             staging = path.staging
         else:
-            staging = cast("Consumer", app.consumer).staging_for_sends() if callback is None and app.in_worker else None
+            staging = worker.staging_for_sends() if worker is not None else None
         if staging is None:
             return await super().send(key=key, value=value, partition=partition, timestamp=timestamp,
                                       headers=headers, schema=schema, key_serializer=key_serializer,

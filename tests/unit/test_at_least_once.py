@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from faust.types import TP
 
-from faust_eos.committing.at_least_once import UNWRITABLE, HeldSends, PlainProducer
+from faust_eos.committing.at_least_once import UNWRITABLE, AtLeastOnce, PlainProducer
 from faust_eos.errors import OutputNotWritten
 from faust_eos.state.staging import SourceTP, staged_record
 from tests.unit.fakes import FakeProducer, FakeTables, error
@@ -39,10 +39,35 @@ class FakeDelivery:
         return [SimpleNamespace(offset=start + i) for i in range(len(records))]
 
 
-def held(delivery: FakeDelivery, max_held: int = 100, on_full=lambda: None) -> tuple[HeldSends, FakeTables, list]:
+class FakeConsumer:
+    """The consumer as the guarantee calls it: commits to the group as told, and notes what it is asked."""
+
+    def __init__(self, group_accepts: bool = True) -> None:
+        self.group_accepts = group_accepts
+        self.early_commits = 0
+        self.committed_to_group: list[dict] = []
+        self.partitions_committed = 0
+
+    def commit_early(self) -> None:
+        self.early_commits += 1
+
+    def count_committed(self, partitions: int) -> None:
+        self.partitions_committed += partitions
+
+    async def commit_offsets_to_group(self, offsets) -> bool:
+        self.committed_to_group.append(dict(offsets))
+        return self.group_accepts
+
+
+def at_least_once(tables: FakeTables, delivery: FakeDelivery, consumer: FakeConsumer | None = None,
+                  max_held: int = 100) -> AtLeastOnce:
+    return AtLeastOnce(tables, delivery, consumer or FakeConsumer(), max_held, offsets=lambda: None)
+
+
+def held(delivery: FakeDelivery, consumer: FakeConsumer | None = None) -> tuple[AtLeastOnce, FakeTables, list]:
     """Held records of four events: table writes of keys k and j, and one output per event."""
     tables = FakeTables(CHANGELOG)
-    sends = HeldSends(tables, delivery, on_full, max_held)
+    sends = at_least_once(tables, delivery, consumer)
     resolved: list[tuple[bytes, int]] = []
     for offset, key, value in [(1, b"k", b"k=1"), (2, b"j", b"j=1"), (3, b"k", b"k=2"), (7, b"k", b"k=3")]:
         tables.write(SOURCE, offset, key, value)
@@ -79,7 +104,7 @@ def test_table_writes_are_produced_only_once_every_output_of_the_commit_is_ackno
 def test_a_commit_of_table_writes_alone_or_outputs_alone_makes_one_call():
     delivery = FakeDelivery()
     tables = FakeTables(CHANGELOG)
-    sends = HeldSends(tables, delivery, lambda: None, 100)
+    sends = at_least_once(tables, delivery)
     tables.write(SOURCE, 1, b"k", b"k=1")
     asyncio.run(sends.write_up_to({PAYMENTS: 2}))
     sends.staging.add_at(SOURCE, staged_record(OUTPUT, b"k", b"o", 0, None, None, 2))
@@ -132,17 +157,42 @@ def test_revoked_partitions_release_their_held_records():
 
 
 def test_holding_as_many_records_as_allowed_asks_for_an_early_commit():
-    asked: list[int] = []
-    sends = HeldSends(FakeTables(CHANGELOG), FakeDelivery(), lambda: asked.append(sends.uncommitted()), max_held=3)
-    for value in (b"1", b"2", b"3"):
+    consumer = FakeConsumer()
+    sends = at_least_once(FakeTables(CHANGELOG), FakeDelivery(), consumer, max_held=3)
+    for value in (b"1", b"2"):
         sends.stage(CHANGELOG, b"k", value, 0, None, None, None)  # outside an event: a table write
-    assert asked == [3]
+    assert consumer.early_commits == 0
+    sends.stage(CHANGELOG, b"k", b"3", 0, None, None, None)
+    assert consumer.early_commits == 1
+
+
+def test_a_commit_writes_the_records_then_commits_the_offsets_to_the_group_and_counts_them():
+    consumer = FakeConsumer()
+    delivery = FakeDelivery()
+    sends, _, _ = held(delivery, consumer)
+    assert asyncio.run(sends.commit({PAYMENTS: 4})) is True
+    assert len(delivery.calls) == 2 and consumer.committed_to_group == [{PAYMENTS: 4}]
+    assert consumer.partitions_committed == 1
+
+
+def test_a_commit_whose_records_were_not_written_commits_no_offset():
+    consumer = FakeConsumer()
+    sends, _, _ = held(FakeDelivery(failure=KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT))), consumer)
+    assert asyncio.run(sends.commit({PAYMENTS: 4})) is False
+    assert consumer.committed_to_group == [] and consumer.partitions_committed == 0
+
+
+def test_offsets_the_group_refused_are_not_counted():
+    consumer = FakeConsumer(group_accepts=False)
+    sends, _, _ = held(FakeDelivery(), consumer)
+    assert asyncio.run(sends.commit({PAYMENTS: 4})) is False
+    assert consumer.committed_to_group == [{PAYMENTS: 4}] and consumer.partitions_committed == 0
 
 
 def test_a_table_write_outside_an_event_commits_with_the_next_commit_whatever_its_offsets():
     delivery = FakeDelivery()
     tables = FakeTables(CHANGELOG)
-    sends = HeldSends(tables, delivery, lambda: None, 100)
+    sends = at_least_once(tables, delivery)
     sends.stage(CHANGELOG, b"expired", None, 0, None, None, None)  # a window's expiry: a tombstone
     asyncio.run(sends.write_up_to({}))
     assert delivery.calls == [[None]] and tables.held() == 0
@@ -167,7 +217,7 @@ def test_a_topic_name_librdkafka_refuses_fails_the_delivery_as_a_record_no_retry
     made[0].topic_refusals[OUTPUT] = RuntimeError("Unable to create topic object")
     with pytest.raises(KafkaException) as raised:
         asyncio.run(producer.deliver([staged_record(OUTPUT, b"k", b"v", None, None, None, 1)]))
-    assert raised.value.args[0].code() in UNWRITABLE  # HeldSends stops the worker with OutputNotWritten
+    assert raised.value.args[0].code() in UNWRITABLE  # AtLeastOnce stops the worker with OutputNotWritten
     assert "produce" not in made[0].calls
     producer.close()
 

@@ -167,7 +167,7 @@ def faust_definition(cls: type, name: str) -> Any:
 def overrides() -> Iterator[tuple[str, Any, Any]]:
     """Each method of faust-eos's Faust subclasses that replaces one of Faust's."""
     classes = (faust_internals.ConsumerHooks, transport.Consumer, transport.TransactionManager,
-               transport.Producer, store.Store)
+               transport.ExactlyOnceProducer, transport.AtLeastOnceProducer, store.Store)
     for cls in classes:
         for name, method in vars(cls).items():
             theirs = faust_definition(cls, name)

@@ -7,18 +7,18 @@ from types import SimpleNamespace
 
 import pytest
 
-from faust_eos.committing.exactly_once import TransactionManager
+from faust_eos.committing.committed_reads import CommittedReads
 
 
-def manager_whose_threads_are_shut_down(*, stopping: bool) -> SimpleNamespace:
+def reads_whose_threads_are_shut_down(*, stopping: bool) -> SimpleNamespace:
     threads = ThreadPoolExecutor(1)
     threads.shutdown()
-    return SimpleNamespace(loop=asyncio.get_running_loop(), _threads=threads, should_stop=stopping)
+    return SimpleNamespace(_threads=threads, _stopping=lambda: stopping)
 
 
 def test_a_call_for_a_thread_after_the_stop_shut_the_threads_down_cancels_the_rebalance_that_made_it():
     async def call() -> None:
-        await TransactionManager._in_thread(manager_whose_threads_are_shut_down(stopping=True), lambda: None)
+        await CommittedReads._in_thread(reads_whose_threads_are_shut_down(stopping=True), lambda: None)
 
     with pytest.raises(asyncio.CancelledError):  # a BaseException: Faust's rebalance handler does not crash on it
         asyncio.run(call())
@@ -26,7 +26,7 @@ def test_a_call_for_a_thread_after_the_stop_shut_the_threads_down_cancels_the_re
 
 def test_threads_shut_down_without_a_stop_are_still_an_error():
     async def call() -> None:
-        await TransactionManager._in_thread(manager_whose_threads_are_shut_down(stopping=False), lambda: None)
+        await CommittedReads._in_thread(reads_whose_threads_are_shut_down(stopping=False), lambda: None)
 
     with pytest.raises(RuntimeError, match="shutdown"):
         asyncio.run(call())

@@ -67,11 +67,11 @@ def run_at_least_once(tmp_path, scenario) -> None:
     async def started() -> None:
         app = worker_app("at_least_once", Table=faust_eos.Table, store="eos-rocksdb://", tabledir=tmp_path)
         table = app.Table("totals", value_type=Total, partitions=4)
-        held = app.consumer.held_sends
+        held = app.consumer.guarantee
         try:
             await scenario(app, table, held)
         finally:
-            held.close()
+            await held.stop()
 
     asyncio.run(started())
 

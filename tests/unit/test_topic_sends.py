@@ -76,7 +76,7 @@ def test_under_at_least_once_a_send_inside_an_event_is_held_with_it_and_outside_
     async def scenario() -> None:
         app = worker_app("at_least_once", Topic=faust_eos.Topic)
         topic = app.topic("totals", key_type=str, value_type=Total)
-        held = app.consumer.held_sends
+        held = app.consumer.guarantee
         try:
             with inside_event(offset=7, partition=2):
                 committed = await topic.send(key="m1", value=Total("m1", 5), partition=4)
@@ -86,7 +86,7 @@ def test_under_at_least_once_a_send_inside_an_event_is_held_with_it_and_outside_
             assert (await committed).offset == 31
             assert app.consumer.staging_for_sends() is None  # outside any event: sent at once, Faust's way
         finally:
-            held.close()
+            await held.stop()
 
     asyncio.run(scenario())
 
