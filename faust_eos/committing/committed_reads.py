@@ -17,9 +17,9 @@ from confluent_kafka import KafkaException
 from faust.types import TP
 
 from faust_eos.committing.guarantee import ConsumerCalls
-from faust_eos.committing.offsets import ChangelogBounds, CommittedOffsets, changelogs_to_check, lost_offsets
+from faust_eos.committing.offsets import CommittedOffsets, changelogs_to_check, lost_offsets
 from faust_eos.security import librdkafka_client
-from faust_eos.state.table_state import TableState
+from faust_eos.state.table_state import ChangelogBounds, TableState
 
 log = logging.getLogger(__name__)
 

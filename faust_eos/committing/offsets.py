@@ -22,11 +22,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Collection, Iterable, Mapping, NamedTuple, Optional, TypeVar
+from typing import Any, Callable, Collection, Iterable, Mapping, Optional, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from faust_eos.errors import OffsetsLost
+from faust_eos.state.table_state import ChangelogBounds
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -46,17 +47,6 @@ TRANSIENT_CODES = {
     KafkaError.NOT_LEADER_FOR_PARTITION,  # leadership not settled yet after a broker restart
     KafkaError.LEADER_NOT_AVAILABLE,
 }
-
-class ChangelogBounds(NamedTuple):
-    """Where a changelog partition's committed records lie, as a ``read_committed`` reader sees them."""
-
-    #: its log start offset
-    start: int
-    #: the offset just past its last committed record
-    end: int
-    #: records lie past the last stable offset: a transaction is open there, or committed with its
-    #: markers not yet written (the broker answers a commit before it writes them)
-    pending: bool
 
 
 def changelogs_to_check(committed: Mapping[Any, Optional[int]], sources: Iterable[Any],

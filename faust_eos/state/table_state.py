@@ -15,17 +15,28 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from typing import Any, Iterable, Mapping, Optional, Sequence, cast
+from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, cast
 
 from faust.types import TP
 
-from faust_eos.committing.offsets import ChangelogBounds
 from faust_eos.errors import StoreRefused
 from faust_eos.state.staging import UNBOUND, SourceTP, StagedRecord
 from faust_eos.state.store import Store
 from faust_eos.state.table_writes import DELETED
 
 log = logging.getLogger(__name__)
+
+
+class ChangelogBounds(NamedTuple):
+    """Where a changelog partition's committed records lie, as a ``read_committed`` reader sees them."""
+
+    #: its log start offset
+    start: int
+    #: the offset just past its last committed record
+    end: int
+    #: records lie past the last stable offset: a transaction is open there, or committed with its
+    #: markers not yet written (the broker answers a commit before it writes them)
+    pending: bool
 
 
 class TableState:

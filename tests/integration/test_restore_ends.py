@@ -15,7 +15,8 @@ from confluent_kafka.admin import NewTopic
 from faust.types import TP
 
 from app.kafka import admin, producer_config
-from faust_eos.committing.offsets import FIRST_SEARCH_SPAN, ChangelogBounds, CommittedOffsets
+from faust_eos.committing.offsets import FIRST_SEARCH_SPAN, CommittedOffsets
+from faust_eos.state.table_state import ChangelogBounds
 from tools.workers import wait_for
 
 pytestmark = pytest.mark.broker

@@ -10,7 +10,8 @@ from __future__ import annotations
 from faust.types import TP
 
 from faust_eos import OffsetsLost
-from faust_eos.committing.offsets import ChangelogBounds, changelogs_to_check, lost_offsets
+from faust_eos.committing.offsets import changelogs_to_check, lost_offsets
+from faust_eos.state.table_state import ChangelogBounds
 
 PAYMENTS = [TP("payments", 0), TP("payments", 1)]
 BY_MERCHANT = [TP("by-merchant", 0), TP("by-merchant", 1)]
