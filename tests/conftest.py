@@ -1,4 +1,5 @@
-"""Shared fixtures: the real Kafka broker (once per session) and isolated pipeline runs."""
+"""Shared fixtures: the real Kafka broker (started once per session, checked per test) and isolated pipeline
+runs."""
 from __future__ import annotations
 
 import os
@@ -30,14 +31,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def kafka() -> Iterator[config.Settings]:
-    """A broker that answers: the project's local one (started if needed) or KAFKA_BOOTSTRAP_SERVERS."""
+def session_broker() -> Iterator[config.Settings]:
+    """The session's broker: the project's local one (started if needed, and stopped at the end if started
+    here) or KAFKA_BOOTSTRAP_SERVERS."""
     settings = config.load()
     started_here = settings.use_local_broker and not broker.is_running(settings)
     broker.ensure_running(settings)
     yield settings
     if started_here:
         broker.stop(settings)
+
+
+@pytest.fixture
+def kafka(session_broker) -> config.Settings:
+    """A broker that answers as the test starts: one that an earlier test restarted and could not bring back
+    (a fault test on a loaded machine) fails that test alone, not every test after it."""
+    if not broker.is_running(session_broker):
+        broker.ensure_running(session_broker)
+    return session_broker
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.broker
 
 
 @pytest.fixture(scope="module")
-def quick_run(kafka, tmp_path_factory):
+def quick_run(session_broker, tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     assert main(["--quick", "--out", str(out), "--report", str(out / "report.md")]) == 0
     return out, json.loads((out / "results.json").read_text())
