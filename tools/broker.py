@@ -42,6 +42,8 @@ from tools.broker_files import BrokerError, Layout, fetch, require_tool, say, wr
 from tools.broker_process import (
     POLL_INTERVAL_S,
     RunningBroker,
+    ephemeral_port_warning,
+    ephemeral_ports,
     format_storage,
     is_broker_process,
     java_command,
@@ -152,6 +154,9 @@ def _start(settings: Settings, layout: Layout) -> int:
     ports = [settings.broker_port, settings.broker_controller_port]
     if settings.broker_secured:
         ports += [settings.broker_sasl_ssl_port, settings.broker_ssl_port]
+    warning = ephemeral_port_warning(ports, ephemeral_ports())
+    if warning is not None:
+        say(warning)
     for port in ports:
         if not port_free(port):
             raise BrokerError(

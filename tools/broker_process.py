@@ -46,6 +46,30 @@ class RunningBroker:
     secured: bool = False
 
 
+def ephemeral_ports(range_file: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> range:
+    """The ports this machine gives outgoing connections (Linux's default: 32768 to 60999)."""
+    try:
+        low, high = (int(field) for field in range_file.read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
+
+def ephemeral_port_warning(ports: list[int], ephemeral: range) -> str | None:
+    """A warning if a broker port lies among the ports outgoing connections take, else None.
+
+    While the broker restarts, its clients keep trying to reconnect, each attempt from a
+    new ephemeral port; one of them can take a broker port, and the broker cannot listen there.
+    """
+    taken = [port for port in ports if port in ephemeral]
+    if not taken:
+        return None
+    return (f"warning: broker port{'s' if len(taken) > 1 else ''} {', '.join(map(str, taken))} "
+            f"{'lie' if len(taken) > 1 else 'lies'} in this machine's range for outgoing connections "
+            f"({ephemeral.start}-{ephemeral.stop - 1}): a client reconnecting while the broker restarts can take "
+            "one, and the broker then cannot start; choose ports below it (BROKER_PORT, BROKER_CONTROLLER_PORT)")
+
+
 def port_free(port: int) -> bool:
     """Whether nothing listens on ``port`` of the loopback address."""
     with socket.socket() as sock:
