@@ -152,11 +152,16 @@ async def lost_markers(self: AppCommand, topics: tuple[str, ...], write: bool, y
     for ever (Kafka 4.4.0 can do this after a restart). The coordinator's log
     (__transaction_state) says whether it committed or aborted it; this writes that
     marker, as the coordinator would have. Aborting such a transaction instead
-    would throw away what was committed. Needs only a reachable cluster.
+    would throw away what was committed, unless the broker already aborted part of
+    it (a torn transaction): that one is aborted whole. Needs only a reachable cluster.
     """
     with _Operation(self) as (cluster, admin):
-        lost, undecided = find_lost_markers(cluster, admin, settings.kafka_client(), list(topics) or None)
-        for hanging in undecided:
+        found = find_lost_markers(cluster, admin, settings.kafka_client(), list(topics) or None)
+        lost = found.lost
+        for marker in found.torn:
+            self.say(f"{marker.describe()}; another of its partitions is committed, so no marker can make it "
+                     "whole: left open. Its events are partly applied: rebuild what reads them from their input")
+        for hanging in found.undecided:
             p = hanging.producer
             self.say(f"{p.topic}-{p.partition}: producer {p.producer_id} holds a transaction open that its "
                      f"coordinator has ended, and its log has no decision for it: see hanging-transactions")

@@ -6,7 +6,7 @@ the coordinator has finished the transaction, yet its partitions
 still hold it open, their last stable offset (LSO) stays behind it for good, and
 a ``read_committed`` reader, or a worker restoring a table from such a
 changelog, waits for ever. Aborting it would throw away what the coordinator
-committed. Which marker is missing is written in the coordinator's own log,
+committed, unless the broker already aborted part of it (:func:`tearing_abort`). Which marker is missing is written in the coordinator's own log,
 ``__transaction_state``: each change of a transactional id's state is a record
 there, the decision to commit or to abort among them (PrepareCommit,
 PrepareAbort, with the transaction's partitions).
@@ -53,20 +53,31 @@ class LoggedState:
 
 @dataclass(frozen=True)
 class LostMarker:
-    """A partition holding open a transaction its coordinator has decided, and that decision."""
+    """A partition holding open a transaction its coordinator has decided, and that decision.
+
+    ``torn_by``: the abort of the producer's next transaction, which the broker let write into
+    this committed transaction's open partitions and so aborted part of it (:func:`tearing_abort`).
+    Such a transaction is aborted whole: committing the rest would commit its input offsets
+    without the outputs the broker threw away.
+    """
 
     producer: PartitionProducer
     decision: LoggedState
+    torn_by: Optional[LoggedState] = None
 
     @property
     def committed(self) -> bool:
-        return DECISIONS[self.decision.state]
+        return DECISIONS[self.decision.state] and self.torn_by is None
 
     def describe(self) -> str:
         """One line for the operator."""
         p, d = self.producer, self.decision
-        return (f"{p.topic}-{p.partition}: {'commit' if self.committed else 'abort'} marker of "
+        line = (f"{p.topic}-{p.partition}: {'commit' if self.committed else 'abort'} marker of "
                 f"{d.transactional_id!r} (producer {p.producer_id}, transaction from offset {p.txn_start_offset})")
+        if self.torn_by is not None:
+            line += (": committed by its coordinator, but the broker aborted it on "
+                     f"{_partitions_text(self.torn_by.partitions & d.partitions)} with the next transaction")
+        return line
 
 
 def decode_log_record(key: Optional[bytes], value: Optional[bytes]) -> Optional[LoggedState]:
@@ -156,6 +167,29 @@ def decision_for(producer: PartitionProducer, log: list[LoggedState]) -> Optiona
     return decisions[-1] if decisions else None
 
 
+def tearing_abort(decision: LoggedState, log: list[LoggedState]) -> Optional[LoggedState]:
+    """The abort that tore a committed transaction, or None.
+
+    While a committed transaction's markers are missing, its partitions still hold it
+    open, and its producer's next transaction (the same producer id and, under
+    transaction.version 1, the same epoch) writes into that same open stretch of every
+    partition the two share. When the coordinator aborts the next transaction, its
+    abort markers on the shared partitions abort the committed transaction's records
+    there too. Kafka 4.4.0 did this after a SIGTERM (docs/limitations.md).
+    """
+    if not DECISIONS[decision.state]:
+        return None
+    later = [s for s in log if s.transactional_id == decision.transactional_id
+             and s.producer_id == decision.producer_id and s.start_time_ms > decision.start_time_ms]
+    if not later:
+        return None
+    following = min(s.start_time_ms for s in later)
+    decided = [s for s in later if s.start_time_ms == following and s.state in DECISIONS]
+    if decided and not DECISIONS[decided[-1].state] and decided[-1].partitions & decision.partitions:
+        return decided[-1]
+    return None
+
+
 def ended_by_coordinator(hanging: HangingTransaction) -> bool:
     """The coordinator no longer has this partition in an open transaction of its producer."""
     t, p = hanging.transaction, hanging.producer
@@ -163,25 +197,56 @@ def ended_by_coordinator(hanging: HangingTransaction) -> bool:
 
 
 def find_lost_markers(cluster: Cluster, admin: AdminClient, client: Mapping[str, Any],
-                      topics: Optional[list[str]] = None) -> tuple[list[LostMarker], list[HangingTransaction]]:
-    """Open transactions their coordinator has ended: (those its log decides, those it does not).
+                      topics: Optional[list[str]] = None) -> LostMarkers:
+    """Open transactions their coordinator has ended: those its log decides, and those it does not.
 
+    A committed transaction the broker tore (:func:`tearing_abort`) is aborted whole,
+    if every partition of it already closed is one the tearing abort reached; if
+    another one closed (with its commit marker), neither marker can make it whole,
+    and its open partitions are left as they are, in :attr:`LostMarkers.torn`.
     ``topics`` defaults to every topic but the internal ones, with the group offsets.
     """
     if topics is None:
         topics = sorted(t for t in topic_names(admin) if not t.startswith("__") or t == GROUP_OFFSETS)
+    found = LostMarkers([], [], [])
     ended = [h for h in find_hanging(cluster, admin, topics) if ended_by_coordinator(h)]
     if not ended:
-        return [], []
+        return found
     log = read_transaction_log(client)
-    lost, undecided = [], []
+    decided = []
     for hanging in ended:
         decision = decision_for(hanging.producer, log)
         if decision is None:
-            undecided.append(hanging)
+            found.undecided.append(hanging)
         else:
-            lost.append(LostMarker(hanging.producer, decision))
-    return lost, undecided
+            decided.append(LostMarker(hanging.producer, decision, tearing_abort(decision, log)))
+    still_open: dict[LoggedState, set[PartitionKey]] = {}
+    for marker in decided:
+        still_open.setdefault(marker.decision, set()).add((marker.producer.topic, marker.producer.partition))
+    for marker in decided:
+        torn_by, decision = marker.torn_by, marker.decision
+        closed = decision.partitions - still_open[decision]
+        if torn_by is None or closed <= torn_by.partitions:
+            found.lost.append(marker)
+        else:
+            found.torn.append(marker)
+    return found
+
+
+@dataclass
+class LostMarkers:
+    """What :func:`find_lost_markers` found."""
+
+    #: markers to write, each as its coordinator decided (a torn commit: an abort)
+    lost: list[LostMarker]
+    #: open transactions their coordinator ended, with no decision in its log
+    undecided: list[HangingTransaction]
+    #: partitions of committed transactions the broker tore past mending: no marker is written there
+    torn: list[LostMarker]
+
+
+def _partitions_text(partitions: frozenset[PartitionKey]) -> str:
+    return ", ".join(f"{topic}-{partition}" for topic, partition in sorted(partitions))
 
 
 def write_lost_markers(cluster: Cluster, admin: AdminClient, lost: list[LostMarker]) -> None:

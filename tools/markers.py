@@ -7,7 +7,9 @@ open for good, and the pipeline waits behind them. An operator mends that with
 fault run, from the first broker restart on, and keeps what it wrote for the
 run's report. It writes only what the coordinator's log decided
 (:mod:`kafka_ops.lost_markers`), so it cannot hide a transaction the layer left
-open: the coordinator would still have that one open.
+open: the coordinator would still have that one open. A committed transaction the
+broker tore (it aborted part of it with the producer's next transaction) is aborted
+whole, or, if part of it is committed, left open and reported.
 """
 from __future__ import annotations
 
@@ -40,7 +42,8 @@ class MarkerMender(threading.Thread):
         self.admin = admin  # the harness's current admin client: it renews it after each broker restart
         self.started = started  # the load's start, for the times in :attr:`written`
         self.clock = clock
-        self.written: list[str] = []  # one line per marker written, with its time into the run
+        self.written: list[str] = []  # one line per marker written (or left open, torn), with its time into the run
+        self._torn_reported: set[str] = set()
         self._done = threading.Event()
 
     def run(self) -> None:
@@ -60,14 +63,19 @@ class MarkerMender(threading.Thread):
         try:
             client = self.settings.kafka_client()  # may read a password file: an OSError waits for the next round
             with wire_cluster(client) as cluster:
-                lost, _ = find_lost_markers(cluster, admin, client, self._topics(admin))
-                if lost:
-                    write_lost_markers(cluster, admin, lost)
+                found = find_lost_markers(cluster, admin, client, self._topics(admin))
+                if found.lost:
+                    write_lost_markers(cluster, admin, found.lost)
         except (TransactionToolError, KafkaWireError, KafkaException, OSError) as exc:
             log.info("lost markers not checked (the next round tries again): %s", exc)
             return
         at = self.clock() - self.started
-        self.written += [f"t={at:.0f}s {marker.describe()}" for marker in lost]
+        self.written += [f"t={at:.0f}s {marker.describe()}" for marker in found.lost]
+        for marker in found.torn:  # left open, so found again every round: reported once
+            line = f"left open, torn past mending: {marker.describe()}"
+            if line not in self._torn_reported:
+                self._torn_reported.add(line)
+                self.written.append(f"t={at:.0f}s {line}")
 
     def _topics(self, admin: AdminClient) -> list[str]:
         prefixes = (self.settings.topic_prefix, self.settings.app_id + "-")

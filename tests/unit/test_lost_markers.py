@@ -2,7 +2,15 @@
 import pytest
 
 from kafka_ops import lost_markers
-from kafka_ops.lost_markers import LoggedState, LostMarker, decision_for, decode_log_record, ended_by_coordinator
+from kafka_ops.lost_markers import (
+    LoggedState,
+    LostMarker,
+    LostMarkers,
+    decision_for,
+    decode_log_record,
+    ended_by_coordinator,
+    tearing_abort,
+)
 from kafka_ops.transaction_requests import PartitionProducer, Transaction, TransactionToolError
 from kafka_ops.transactions import HangingTransaction
 from kafka_ops.wire import NO_TAGS, compact_array, compact_string, int8, int16, int32, int64, uvarint
@@ -87,18 +95,76 @@ def test_ended_transactions_are_split_by_whether_the_log_decides_them(monkeypatc
     monkeypatch.setattr(lost_markers, "find_hanging", lambda *args: [decided, undecided, still_open])
     monkeypatch.setattr(lost_markers, "read_transaction_log", lambda client: [logged("PrepareCommit")])
 
-    lost, unknown = lost_markers.find_lost_markers(None, None, {}, ["t"])
+    found = lost_markers.find_lost_markers(None, None, {}, ["t"])
 
-    assert lost == [LostMarker(OPEN_ON_T0, logged("PrepareCommit"))] and lost[0].committed
-    assert unknown == [undecided]
+    assert found.lost == [LostMarker(OPEN_ON_T0, logged("PrepareCommit"))] and found.lost[0].committed
+    assert found.undecided == [undecided] and found.torn == []
 
 
 def test_the_log_is_not_read_when_no_transaction_was_ended(monkeypatch):
     monkeypatch.setattr(lost_markers, "find_hanging", lambda *args: [])
     monkeypatch.setattr(lost_markers, "read_transaction_log", lambda client: pytest.fail("read the log"))
-    assert lost_markers.find_lost_markers(None, None, {}, ["t"]) == ([], [])
+    assert lost_markers.find_lost_markers(None, None, {}, ["t"]) == LostMarkers([], [], [])
 
 
 def test_a_lost_marker_says_which_marker_for_whom():
     marker = LostMarker(OPEN_ON_T0, logged("PrepareAbort", transactional_id="worker-1"))
     assert marker.describe() == "t-0: abort marker of 'worker-1' (producer 7, transaction from offset 40)"
+
+
+# -- a committed transaction the broker tore ------------------------------------------------------
+def transaction(state: str, start_ms: int, partitions, epoch: int = 0) -> LoggedState:
+    """A record of producer 7's transaction that began at ``start_ms`` (transaction.version 1: epoch 0)."""
+    return LoggedState("tid", 7, epoch, state, frozenset(partitions), start_ms, start_ms + 100)
+
+
+T1_PARTITIONS = (("out", 0), ("out", 1), ("__consumer_offsets", 0))
+T1 = transaction("PrepareCommit", 1_000, T1_PARTITIONS)
+
+
+def open_on(topic: str, partition: int) -> PartitionProducer:
+    return PartitionProducer(topic, partition, producer_id=7, producer_epoch=0, coordinator_epoch=1,
+                             txn_start_offset=10, last_timestamp_ms=1_050)
+
+
+def test_a_commit_whose_producers_next_transaction_was_aborted_on_a_shared_partition_was_torn():
+    # the next transaction wrote into out-1 while T1's markers were missing there: its abort took T1's records too
+    aborted_next = transaction("PrepareAbort", 2_000, [("out", 1), ("out", 2)], epoch=1)
+    log = [transaction("Ongoing", 1_000, T1_PARTITIONS), T1, transaction("CompleteCommit", 1_000, ()),
+           transaction("Ongoing", 2_000, [("out", 1), ("out", 2)]), aborted_next]
+    assert tearing_abort(T1, log) is aborted_next
+
+
+@pytest.mark.parametrize("following", [
+    [transaction("PrepareCommit", 2_000, [("out", 1)])],
+    [transaction("PrepareAbort", 2_000, [("out", 2)], epoch=1)],
+    [],
+], ids=["the next one committed", "the next one shared no partition", "no next one"])
+def test_a_commit_is_not_torn_otherwise(following):
+    assert tearing_abort(T1, [T1, *following]) is None
+
+
+def test_a_torn_commit_whose_closed_partitions_the_abort_reached_is_aborted_whole(monkeypatch):
+    aborted_next = transaction("PrepareAbort", 2_000, [("out", 1)], epoch=1)
+    still_open = [hanging(None, producer=open_on("out", 0)), hanging(None, producer=open_on("__consumer_offsets", 0))]
+    monkeypatch.setattr(lost_markers, "find_hanging", lambda *args: still_open)
+    monkeypatch.setattr(lost_markers, "read_transaction_log", lambda client: [T1, aborted_next])
+
+    found = lost_markers.find_lost_markers(None, None, {}, ["out"])
+
+    assert [m.committed for m in found.lost] == [False, False] and found.torn == []
+    assert found.lost[1].describe() == (
+        "__consumer_offsets-0: abort marker of 'tid' (producer 7, transaction from offset 10): committed by its "
+        "coordinator, but the broker aborted it on out-1 with the next transaction")
+
+
+def test_a_torn_commit_with_a_partition_closed_by_its_commit_gets_no_marker(monkeypatch):
+    # out-1 was aborted by the next transaction, out-0 is closed and the abort never reached it: it has T1's commit
+    aborted_next = transaction("PrepareAbort", 2_000, [("out", 1)], epoch=1)
+    monkeypatch.setattr(lost_markers, "find_hanging",
+                        lambda *args: [hanging(None, producer=open_on("__consumer_offsets", 0))])
+    monkeypatch.setattr(lost_markers, "read_transaction_log", lambda client: [T1, aborted_next])
+
+    found = lost_markers.find_lost_markers(None, None, {}, ["out"])
+
+    assert found.lost == [] and [m.producer.topic for m in found.torn] == ["__consumer_offsets"]

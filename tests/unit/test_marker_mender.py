@@ -2,7 +2,7 @@
 run's topics, keeps a line for each, and tries again after a failed round."""
 import pytest
 
-from kafka_ops.lost_markers import LoggedState, LostMarker
+from kafka_ops.lost_markers import LoggedState, LostMarker, LostMarkers
 from kafka_ops.transaction_requests import PartitionProducer, TransactionToolError
 from tools import markers
 from tools.markers import MarkerMender
@@ -47,7 +47,7 @@ def test_the_harness_writes_what_it_finds_on_the_runs_topics_and_keeps_a_line_fo
     marker = LostMarker(OPEN_ON_T0, COMMITTED)
     asked, wrote = [], []
     monkeypatch.setattr(markers, "find_lost_markers",
-                        lambda c, a, client, topics: asked.append(topics) or ([marker], []))
+                        lambda c, a, client, topics: asked.append(topics) or LostMarkers([marker], [], []))
     monkeypatch.setattr(markers, "write_lost_markers", lambda c, a, lost: wrote.extend(lost))
 
     mender.mend_once()
@@ -61,7 +61,8 @@ def test_a_round_that_fails_writes_nothing_and_the_next_one_tries_again(monkeypa
     def refused(*args):
         raise TransactionToolError("the leader of t-0 refused the commit marker: NOT_LEADER_OR_FOLLOWER")
 
-    monkeypatch.setattr(markers, "find_lost_markers", lambda *args: ([LostMarker(OPEN_ON_T0, COMMITTED)], []))
+    monkeypatch.setattr(markers, "find_lost_markers",
+                        lambda *args: LostMarkers([LostMarker(OPEN_ON_T0, COMMITTED)], [], []))
     monkeypatch.setattr(markers, "write_lost_markers", refused)
     mender.mend_once()
     assert mender.written == []
@@ -73,8 +74,22 @@ def test_a_round_that_fails_writes_nothing_and_the_next_one_tries_again(monkeypa
 
 def test_stopping_checks_once_more_unless_told_not_to(monkeypatch, mender):
     rounds = []
-    monkeypatch.setattr(markers, "find_lost_markers", lambda *args: rounds.append(1) or ([], []))
+    monkeypatch.setattr(markers, "find_lost_markers", lambda *args: rounds.append(1) or LostMarkers([], [], []))
     mender.stop(last_check=False)
     assert rounds == []
     mender.stop()
     assert rounds == [1]
+
+
+def test_a_transaction_torn_past_mending_is_left_open_and_reported_once(monkeypatch, mender):
+    aborted_next = LoggedState("tid", 7, 3, "PrepareAbort", frozenset({("t", 1)}), 3_000, 4_000)
+    torn = LostMarker(OPEN_ON_T0, COMMITTED, torn_by=aborted_next)
+    wrote = []
+    monkeypatch.setattr(markers, "find_lost_markers", lambda *args: LostMarkers([], [], [torn]))
+    monkeypatch.setattr(markers, "write_lost_markers", lambda c, a, lost: wrote.extend(lost))
+
+    mender.mend_once()
+    mender.mend_once()
+
+    assert wrote == []
+    assert len(mender.written) == 1 and "left open, torn past mending: t-0: abort marker" in mender.written[0]
