@@ -6,7 +6,8 @@ the coordinator has finished the transaction, yet its partitions
 still hold it open, their last stable offset (LSO) stays behind it for good, and
 a ``read_committed`` reader, or a worker restoring a table from such a
 changelog, waits for ever. Aborting it would throw away what the coordinator
-committed, unless the broker already aborted part of it (:func:`tearing_abort`). Which marker is missing is written in the coordinator's own log,
+committed, unless the broker already aborted part of it (:func:`tearing_abort`).
+Which marker is missing is written in the coordinator's own log,
 ``__transaction_state``: each change of a transactional id's state is a record
 there, the decision to commit or to abort among them (PrepareCommit,
 PrepareAbort, with the transaction's partitions).
