@@ -5,7 +5,9 @@ or, outside any event, with the worker's own producer (:mod:`faust_eos.committin
 each commit round runs one transaction for every input partition the worker owns
 (:mod:`faust_eos.committing.commit`), fenced by the group's generation. At each assignment the
 worker's transactional id is claimed here, if no producer holds it, before the
-partitions' committed offsets are read.
+partitions' committed offsets are read (:mod:`faust_eos.committing.committed_reads`, which
+also checks the assigned tables' local state). It is the exactly-once
+:class:`~faust_eos.committing.guarantee.Guarantee`.
 """
 from __future__ import annotations
 
